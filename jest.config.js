@@ -1,0 +1,17 @@
+// NestJS 12 ships as ES modules only; on Node 20 Jest can load them only in its native ESM
+// mode (`--experimental-vm-modules`, see package.json "test:jest"), so TypeScript is
+// transpiled to ESM here. Type checking is done once by `npm run typecheck`, not per file.
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', useESM: true }],
+  },
+  roots: ['<rootDir>/lib', '<rootDir>/test'],
+  testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
+  testTimeout: 30000,
+  // Every spec must close what it opens; a leaked handle fails loudly instead of hanging CI.
+  detectOpenHandles: false,
+  forceExit: false,
+};

@@ -1,0 +1,77 @@
+/**
+ * The one interface a backend implements. Everything generic (validation, reentrancy,
+ * watchdog renewal, deadlines, multi-key ordering, events, waiting policy) lives in the core;
+ * a backend only speaks to its store. Keys reaching a backend already carry the module's
+ * `keyPrefix`. Tokens are unique per acquisition.
+ */
+export interface LockBackend {
+  /** What this backend can do; the core adapts to it. */
+  readonly capabilities: LockBackendCapabilities;
+
+  /** One attempt: take the lock for `token` with a lease of `ttlMs`, or `null` if busy. */
+  tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null>;
+
+  /**
+   * Optional queued acquisition for stores with native waiter queues (memory FIFO,
+   * ZooKeeper sequential nodes). Resolves `null` when `waitMs` passes or `signal` aborts.
+   * When absent, the core loops `tryAcquire` + `waitForRelease` (or backoff).
+   */
+  acquire?(
+    key: string,
+    token: string,
+    ttlMs: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<LockGrant | null>;
+
+  /**
+   * Optional event-driven wake-up: resolves when `key` may have been released, after at most
+   * `maxMs`, or when `signal` aborts. Never rejects for a timeout.
+   */
+  waitForRelease?(key: string, maxMs: number, signal: AbortSignal): Promise<void>;
+
+  /** Renew the lease to `ttlMs` if `token` still owns `key`; `false` = no longer ours. */
+  extend(key: string, token: string, ttlMs: number): Promise<boolean>;
+
+  /** Release if `token` owns `key`; `false` = it was not ours (expired or taken). Never frees another owner's lock. */
+  release(key: string, token: string): Promise<boolean>;
+
+  /** Whether anyone holds `key` right now. */
+  isLocked(key: string): Promise<boolean>;
+
+  /**
+   * Session-level loss (ZooKeeper session expiry, dropped DB connection): the backend calls
+   * `listener` for each lost (key, token). Optional; lease backends rely on the watchdog.
+   */
+  onLost?(listener: (key: string, token: string, reason: string) => void): void;
+
+  /** Close resources this backend created; must not close clients the user passed in. */
+  close(): Promise<void>;
+}
+
+/** What a backend returns for a successful grant. */
+export interface LockGrant {
+  /** Fencing token, strictly increasing per key across all grants; `null` if the backend cannot. */
+  readonly fence: number | null;
+  /**
+   * Lease validity in ms counted from when the request was sent, if shorter than the ttl
+   * (Redlock's drift-corrected validity). Defaults to the requested ttl.
+   */
+  readonly validityMs?: number;
+  /**
+   * Monotonic time (`performance.now()`) at which the store granted the lock, for queued
+   * grants that happen some time after the request was sent. Defaults to the send time.
+   */
+  readonly grantedAt?: number;
+}
+
+/** Static facts about a backend. */
+export interface LockBackendCapabilities {
+  /**
+   * `true` when the store expires the lock by itself after the ttl (Redis, table, memory);
+   * `false` when it lives as long as a session or connection (ZooKeeper, for-update, advisory).
+   */
+  readonly leaseBased: boolean;
+  /** `true` when grants carry a fencing token. */
+  readonly fencing: boolean;
+}

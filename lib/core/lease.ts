@@ -1,0 +1,226 @@
+import { LockBackendError, LockLostError } from '../errors/lock.errors';
+import type { LockBackend } from '../backends/lock-backend.interface';
+import { monotonicNow } from './clock';
+import { unrefTimer } from './timers';
+
+/** What a lease needs from the manager that owns it. */
+export interface LeaseHost {
+  /** The lease stopped being held (released or lost): forget it. */
+  leaseEnded(lease: Lease): void;
+  /** Report a loss (event, log, metric). */
+  reportLost(lease: Lease, reason: string, cause?: unknown): void;
+  /** Report a successful renewal. */
+  reportRenewed(lease: Lease): void;
+  /** Report a backend failure that did not (yet) lose the lock. */
+  reportError(lease: Lease, reason: string, error: unknown): void;
+}
+
+/** Fixed facts of one grant. */
+export interface LeaseGrantInfo {
+  readonly backendName: string;
+  readonly backend: LockBackend;
+  /** Key as the user gave it. */
+  readonly key: string;
+  /** Key with the module prefix, as the backend sees it. */
+  readonly fullKey: string;
+  readonly token: string;
+  readonly fence: number | null;
+  readonly ttl: number;
+  /** Monotonic time the lease starts counting from (request sent, or grant time). */
+  readonly startedAt: number;
+  /** Lease validity from `startedAt`. */
+  readonly validityMs: number;
+  readonly autoRenew: boolean;
+  readonly lockAtLeastFor: number;
+}
+
+/**
+ * One real grant of one key on one backend, shared by every re-entry of it. Owns the
+ * watchdog (renew every ttl/3) and the monotonic deadline: a refused renewal, or a deadline
+ * that passes before a renewal succeeds, marks the lease lost at once.
+ */
+export class Lease {
+  /** `held` until released or lost; never goes back. */
+  state: 'held' | 'released' | 'lost' = 'held';
+  /** Handles (the first acquisition plus re-entries) not yet released. */
+  holders = 1;
+  /** Current lease ttl (changed by `extend(ttl)`). */
+  ttl: number;
+  /** Monotonic time at which the lease runs out unless renewed first. */
+  deadline: number;
+  /** Monotonic time the lock was granted. */
+  readonly acquiredAt: number;
+
+  private readonly controller = new AbortController();
+  private renewTimer?: NodeJS.Timeout;
+  private deadlineTimer?: NodeJS.Timeout;
+  private renewing = false;
+
+  constructor(
+    private readonly host: LeaseHost,
+    readonly info: LeaseGrantInfo,
+  ) {
+    this.ttl = info.ttl;
+    this.acquiredAt = info.startedAt;
+    this.deadline = info.startedAt + info.validityMs;
+  }
+
+  /** Aborted (reason `LockLostError`) when the lease is lost or released. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Held and within its deadline. A passed deadline is turned into a loss on the spot. */
+  isHeld(): boolean {
+    if (this.state !== 'held') return false;
+    if (monotonicNow() >= this.deadline) {
+      this.markLost('lease expired before it was renewed');
+      return false;
+    }
+    return true;
+  }
+
+  /** Starts the deadline timer and, with autoRenew, the watchdog. */
+  start(): void {
+    this.armDeadline();
+    if (this.info.autoRenew) this.scheduleRenewal(this.ttl / 3);
+  }
+
+  /** Renews now to `ttl`; `LockLostError` if the backend says it is no longer ours. */
+  async extend(ttl: number): Promise<void> {
+    if (!this.isHeld()) throw this.lostError('no longer held');
+    const sentAt = monotonicNow();
+    let ok: boolean;
+    try {
+      ok = await this.info.backend.extend(this.info.fullKey, this.info.token, ttl);
+    } catch (err) {
+      const error = new LockBackendError(
+        this.info.backendName,
+        `extend failed: ${messageOf(err)}`,
+        { cause: err },
+      );
+      this.host.reportError(this, 'extend failed', error);
+      throw error;
+    }
+    if (this.state !== 'held') throw this.lostError('lost while extending');
+    if (!ok) {
+      this.markLost('extend refused: the lock is no longer ours');
+      throw this.lostError('extend refused: the lock is no longer ours');
+    }
+    if (sentAt >= this.deadline) {
+      // The reply came back for a request sent after the lease had already run out locally.
+      this.markLost('lease expired before it was extended');
+      throw this.lostError('lease expired before it was extended');
+    }
+    this.ttl = ttl;
+    this.deadline = sentAt + ttl;
+    this.armDeadline();
+    if (this.info.autoRenew) this.scheduleRenewal(ttl / 3);
+    this.host.reportRenewed(this);
+  }
+
+  /** Marks the lease lost (idempotent): aborts the signal and reports it. */
+  markLost(reason: string, cause?: unknown): void {
+    if (this.state !== 'held') return;
+    this.state = 'lost';
+    this.clearTimers();
+    this.controller.abort(this.lostError(reason, cause));
+    this.host.leaseEnded(this);
+    this.host.reportLost(this, reason, cause);
+    // Best effort: if the store still has our token (e.g. renewal timed out locally), free
+    // it now instead of blocking others until it expires. Compare-token, so never theirs.
+    this.info.backend.release(this.info.fullKey, this.info.token).catch(() => undefined);
+  }
+
+  /**
+   * Ends the lease for good after its last holder released it. Returns what happened so the
+   * manager can report it: `released`, `kept` (lockAtLeastFor), or `lost` (found not ours).
+   */
+  async finish(reason: string): Promise<'released' | 'kept' | 'lost'> {
+    if (this.state === 'lost') return 'lost';
+    if (!this.isHeld()) return 'lost';
+    this.state = 'released';
+    this.clearTimers();
+    this.controller.abort(this.lostError(reason));
+    this.host.leaseEnded(this);
+    const { backend, fullKey, token } = this.info;
+    const keepFor = this.acquiredAt + this.info.lockAtLeastFor - monotonicNow();
+    if (keepFor >= 1) {
+      if (backend.capabilities.leaseBased) {
+        // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
+        const ok = await backend.extend(fullKey, token, Math.ceil(keepFor));
+        return ok ? 'kept' : 'lost';
+      }
+      unrefTimer(() => void backend.release(fullKey, token).catch(() => undefined), keepFor);
+      return 'kept';
+    }
+    const ok = await backend.release(fullKey, token);
+    return ok ? 'released' : 'lost';
+  }
+
+  private lostError(reason: string, cause?: unknown): LockLostError {
+    return new LockLostError(
+      this.info.key,
+      this.info.backendName,
+      reason,
+      cause === undefined ? undefined : { cause },
+    );
+  }
+
+  private armDeadline(): void {
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = unrefTimer(() => {
+      this.deadlineTimer = undefined;
+      if (this.state !== 'held') return;
+      // Timers may fire a hair early; re-arm rather than declare loss before the deadline.
+      if (monotonicNow() < this.deadline) return this.armDeadline();
+      this.markLost(
+        this.info.autoRenew
+          ? 'lease expired before it could be renewed (store unreachable or process stalled)'
+          : 'lease expired (autoRenew is off)',
+      );
+    }, this.deadline - monotonicNow());
+  }
+
+  private scheduleRenewal(delayMs: number): void {
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    this.renewTimer = unrefTimer(() => {
+      this.renewTimer = undefined;
+      void this.renew();
+    }, delayMs);
+  }
+
+  private async renew(): Promise<void> {
+    if (this.state !== 'held' || this.renewing) return;
+    this.renewing = true;
+    const sentAt = monotonicNow();
+    try {
+      const ok = await this.info.backend.extend(this.info.fullKey, this.info.token, this.ttl);
+      if (this.state !== 'held') return;
+      if (!ok) return this.markLost('renewal refused: the lock is no longer ours');
+      if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
+      this.deadline = sentAt + this.ttl;
+      this.armDeadline();
+      this.scheduleRenewal(this.ttl / 3);
+      this.host.reportRenewed(this);
+    } catch (err) {
+      if (this.state !== 'held') return;
+      this.host.reportError(this, `renewal failed: ${messageOf(err)}`, err);
+      // Retry sooner than ttl/3: the deadline timer declares loss if none succeeds in time.
+      this.scheduleRenewal(Math.max(10, (this.deadline - monotonicNow()) / 3));
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private clearTimers(): void {
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.renewTimer = this.deadlineTimer = undefined;
+  }
+}
+
+/** Message of an unknown thrown value. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

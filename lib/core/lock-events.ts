@@ -1,0 +1,138 @@
+import { Logger } from '@nestjs/common';
+import type { LockEvent, LockEventListener, LockEventName, LockMetrics } from '../lock.interfaces';
+
+/**
+ * Event fan-out plus metrics and logging, in one place so every backend reports alike.
+ * Not Node's EventEmitter: its `'error'` event throws when nobody listens, and a lock library
+ * must never crash the app because an observer is missing or throws.
+ */
+export class LockEvents {
+  private readonly listeners = new Map<LockEventName, Set<LockEventListener>>();
+  private readonly metrics = new Map<string, LockMetrics>();
+
+  constructor(private readonly logger: Logger) {}
+
+  /** Subscribes; returns the unsubscribe function. */
+  on(event: LockEventName, listener: LockEventListener): () => void {
+    let set = this.listeners.get(event);
+    if (!set) this.listeners.set(event, (set = new Set()));
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  /** Emits to listeners, counts metrics, logs at a level fitting the event. */
+  emit(event: LockEvent): void {
+    this.count(event);
+    this.log(event);
+    for (const listener of this.listeners.get(event.type) ?? []) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.logger.error(`lock event listener for "${event.type}" threw`, (err as Error)?.stack);
+      }
+    }
+  }
+
+  /** Counts an acquisition attempt (emitted as no event: attempts are frequent). */
+  attempt(backend: string): void {
+    this.metricsFor(backend).lock_acquire_attempts_total++;
+  }
+
+  /** Counts a re-entry served without a backend call. */
+  reentered(backend: string): void {
+    this.metricsFor(backend).lock_reentered_total++;
+  }
+
+  /** Counts an acquisition that gave up busy. */
+  notAcquired(backend: string, waitedMs: number): void {
+    const m = this.metricsFor(backend);
+    m.lock_not_acquired_total++;
+    m.lock_wait_seconds.sum += waitedMs / 1000;
+    m.lock_wait_seconds.count++;
+  }
+
+  /** A snapshot of the metrics, per backend. */
+  snapshot(): Record<string, LockMetrics> {
+    const out: Record<string, LockMetrics> = {};
+    for (const [backend, m] of this.metrics) {
+      out[backend] = {
+        ...m,
+        lock_wait_seconds: { ...m.lock_wait_seconds },
+        lock_hold_seconds: { ...m.lock_hold_seconds },
+      };
+    }
+    return out;
+  }
+
+  /** Makes sure a backend shows up in metrics even before its first use. */
+  register(backend: string): void {
+    this.metricsFor(backend);
+  }
+
+  private metricsFor(backend: string): LockMetrics {
+    let m = this.metrics.get(backend);
+    if (!m) {
+      m = {
+        lock_acquire_attempts_total: 0,
+        lock_acquired_total: 0,
+        lock_not_acquired_total: 0,
+        lock_lost_total: 0,
+        lock_reentered_total: 0,
+        lock_held: 0,
+        lock_wait_seconds: { sum: 0, count: 0 },
+        lock_hold_seconds: { sum: 0, count: 0 },
+      };
+      this.metrics.set(backend, m);
+    }
+    return m;
+  }
+
+  private count(event: LockEvent): void {
+    const m = this.metricsFor(event.backend);
+    switch (event.type) {
+      case 'acquired':
+        m.lock_acquired_total++;
+        m.lock_held++;
+        m.lock_wait_seconds.sum += (event.waitedMs ?? 0) / 1000;
+        m.lock_wait_seconds.count++;
+        break;
+      case 'released':
+      case 'lost':
+        if (event.type === 'lost') m.lock_lost_total++;
+        m.lock_held = Math.max(0, m.lock_held - 1);
+        m.lock_hold_seconds.sum += (event.heldMs ?? 0) / 1000;
+        m.lock_hold_seconds.count++;
+        break;
+      default:
+        break;
+    }
+  }
+
+  private log(event: LockEvent): void {
+    const where = `lock "${event.key}" on "${event.backend}"`;
+    switch (event.type) {
+      case 'lost':
+        // A lost lock means the code that held it may now race another holder: always loud.
+        this.logger.warn(
+          `${where} LOST after ${Math.round(event.heldMs ?? 0)} ms: ${event.reason}`,
+        );
+        break;
+      case 'error':
+        this.logger.error(`${where}: ${event.reason}`, (event.error as Error | undefined)?.stack);
+        break;
+      case 'contended':
+        this.logger.verbose?.(`${where} busy, waiting`);
+        break;
+      case 'acquired':
+        this.logger.debug?.(
+          `${where} acquired (fence ${event.fence}, waited ${Math.round(event.waitedMs ?? 0)} ms)`,
+        );
+        break;
+      case 'released':
+        this.logger.debug?.(`${where} released after ${Math.round(event.heldMs ?? 0)} ms`);
+        break;
+      default:
+        break;
+    }
+  }
+}

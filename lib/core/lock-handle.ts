@@ -1,0 +1,90 @@
+import { LockLostError } from '../errors/lock.errors';
+import type { Lock } from '../lock.interfaces';
+import type { Lease } from './lease';
+import { validateTtl } from './validation';
+
+/** What a handle needs from the manager. */
+export interface HandleHost {
+  /** Drops one holder from each lease, really releasing those that reach zero. */
+  releaseLeases(leases: readonly Lease[]): Promise<void>;
+}
+
+/**
+ * The user's view of one acquisition (first grant or re-entry). Several handles can share a
+ * lease (re-entries); each has its own released flag and its own signal, aborted when this
+ * handle is released or when any of its leases is lost.
+ */
+export class LockHandle implements Lock {
+  readonly key: string;
+  readonly keys: readonly string[];
+  readonly token: string;
+  readonly fence: number | null;
+  readonly fences: readonly (number | null)[];
+
+  private released = false;
+  private releasing?: Promise<void>;
+  private readonly controller = new AbortController();
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(
+    private readonly host: HandleHost,
+    /** Leases in canonical key order. */
+    readonly leases: readonly Lease[],
+    readonly backend: string,
+  ) {
+    this.keys = leases.map((l) => l.info.key);
+    this.key = this.keys.join(',');
+    this.token = leases[0].info.token;
+    this.fences = leases.map((l) => l.info.fence);
+    this.fence = this.fences[0];
+    for (const lease of leases) {
+      if (lease.signal.aborted) {
+        this.controller.abort(lease.signal.reason);
+        continue;
+      }
+      const onAbort = (): void => {
+        if (!this.released) this.controller.abort(lease.signal.reason);
+      };
+      lease.signal.addEventListener('abort', onAbort, { once: true });
+      this.unsubscribe.push(() => lease.signal.removeEventListener('abort', onAbort));
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Whether this handle was released. */
+  get isReleased(): boolean {
+    return this.released;
+  }
+
+  isHeld(): boolean {
+    // Every lease is checked (not `every`'s short-circuit) so each passed deadline is reported.
+    let held = !this.released;
+    for (const lease of this.leases) held = lease.isHeld() && held;
+    return held;
+  }
+
+  async extend(ttl?: number): Promise<void> {
+    const newTtl = ttl === undefined ? undefined : validateTtl(ttl, 'ttl');
+    if (this.released) throw new LockLostError(this.key, this.backend, 'already released');
+    for (const lease of this.leases) await lease.extend(newTtl ?? lease.ttl);
+  }
+
+  release(): Promise<void> {
+    // Idempotent, and concurrent calls share the one real release.
+    if (this.releasing) return this.releasing;
+    this.released = true;
+    for (const off of this.unsubscribe) off();
+    if (!this.controller.signal.aborted) {
+      this.controller.abort(new LockLostError(this.key, this.backend, 'released'));
+    }
+    this.releasing = this.host.releaseLeases(this.leases);
+    return this.releasing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+}

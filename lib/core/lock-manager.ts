@@ -1,0 +1,499 @@
+import { Logger } from '@nestjs/common';
+import {
+  LockBackendError,
+  LockConfigError,
+  LockError,
+  LockLostError,
+  LockNotAcquiredError,
+} from '../errors/lock.errors';
+import type { LockBackend, LockGrant } from '../backends/lock-backend.interface';
+import type { LockEvent, LockEventListener, LockEventName, LockMetrics } from '../lock.interfaces';
+import { monotonicNow } from './clock';
+import { Lease, type LeaseHost, messageOf } from './lease';
+import { LockContext } from './lock-context';
+import { LockEvents } from './lock-events';
+import { LockHandle, type HandleHost } from './lock-handle';
+import { newOwnerToken } from './token';
+import { backoffDelay, sleep } from './timers';
+import {
+  validateBoolean,
+  validateKey,
+  validateKeys,
+  validateNonNegativeFinite,
+  validateObject,
+  validateTtl,
+  validateWait,
+} from './validation';
+
+/** Module-wide settings after validation. */
+export interface LockSettings {
+  readonly defaultBackend: string;
+  readonly keyPrefix: string;
+  readonly ttl: number;
+  readonly waitTimeout: number;
+  readonly autoRenew: boolean;
+  readonly notAcquiredHttpStatus: number | false;
+}
+
+/** One acquisition request after validation. */
+interface AcquireRequest {
+  readonly backendName: string;
+  readonly backend: LockBackend;
+  /** `[key, fullKey]` in canonical order. */
+  readonly keys: ReadonlyArray<readonly [string, string]>;
+  readonly ttl: number;
+  readonly waitTimeout: number;
+  readonly autoRenew: boolean;
+  readonly lockAtLeastFor: number;
+}
+
+const OPTION_KEYS = new Set(['backend', 'ttl', 'waitTimeout', 'autoRenew', 'lockAtLeastFor']);
+/** Longest single event-driven wait before re-trying anyway (a missed notification costs at most this). */
+const MAX_EVENT_WAIT_MS = 1_000;
+/** Upper bound on releasing held locks at shutdown, so a dead store cannot hang the app's exit. */
+const SHUTDOWN_RELEASE_TIMEOUT_MS = 5_000;
+
+/**
+ * The lock engine: validation, reentrancy, waiting, multi-key ordering, leases, events and
+ * shutdown — written once for every backend. `LockService` is its public face.
+ */
+export class LockManager implements LeaseHost, HandleHost {
+  /** Events, metrics and logs. */
+  readonly events: LockEvents;
+  private readonly context = new LockContext();
+  private readonly held = new Map<string, Lease>();
+  private readonly shutdown = new AbortController();
+  private closing = false;
+  private closed = false;
+
+  constructor(
+    private readonly backends: ReadonlyMap<string, LockBackend>,
+    readonly settings: LockSettings,
+    private readonly logger = new Logger('LockService'),
+  ) {
+    this.events = new LockEvents(logger);
+    for (const [name, backend] of backends) {
+      this.events.register(name);
+      backend.onLost?.((fullKey, token, reason) => {
+        this.held.get(ownerSlot(name, fullKey, token))?.markLost(reason);
+      });
+    }
+  }
+
+  /** The raw backend registered under `name` (for tests and advanced use). */
+  getBackend(name: string): LockBackend {
+    const backend = this.backends.get(name);
+    if (!backend) throw this.unknownBackend(name);
+    return backend;
+  }
+
+  /** Names of the configured backends. */
+  backendNames(): string[] {
+    return [...this.backends.keys()];
+  }
+
+  /**
+   * Acquires `keys` (all or none). `mode: 'try'` makes one attempt and resolves `null` when
+   * busy; `'wait'` waits up to `waitTimeout` and rejects `LockNotAcquiredError`.
+   */
+  async acquire(
+    keys: unknown,
+    options: unknown,
+    mode: 'try',
+    defaultBackend?: string,
+  ): Promise<LockHandle | null>;
+  async acquire(
+    keys: unknown,
+    options: unknown,
+    mode: 'wait',
+    defaultBackend?: string,
+  ): Promise<LockHandle>;
+  async acquire(
+    keys: unknown,
+    options: unknown,
+    mode: 'try' | 'wait',
+    defaultBackend?: string,
+  ): Promise<LockHandle | null> {
+    const req = this.prepare(keys, options, mode === 'try', defaultBackend);
+    if (this.closing) {
+      throw new LockBackendError(
+        req.backendName,
+        'the lock module is shutting down; no new acquisitions',
+      );
+    }
+    const startedAt = monotonicNow();
+    const token = newOwnerToken();
+    const leases: Lease[] = [];
+    try {
+      for (const [key, fullKey] of req.keys) {
+        const outer = this.context.find(req.backendName, fullKey);
+        if (outer && outer.state !== 'released') {
+          if (!outer.isHeld()) {
+            throw new LockLostError(
+              key,
+              req.backendName,
+              'the enclosing lock being re-entered was lost',
+            );
+          }
+          outer.holders++;
+          leases.push(outer);
+          this.events.reentered(req.backendName);
+          continue;
+        }
+        const waitMs =
+          req.waitTimeout === Infinity
+            ? Infinity
+            : Math.max(0, startedAt + req.waitTimeout - monotonicNow());
+        const lease = await this.acquireOne(req, key, fullKey, token, waitMs, startedAt);
+        if (!lease)
+          throw new LockNotAcquiredError(key, req.backendName, monotonicNow() - startedAt);
+        leases.push(lease);
+      }
+    } catch (err) {
+      // All or none: give back what this call took (or re-entered) before failing.
+      await this.releaseLeases(leases.reverse()).catch(() => undefined);
+      if (mode === 'try' && err instanceof LockNotAcquiredError) return null;
+      throw err;
+    }
+    return new LockHandle(this, leases, req.backendName);
+  }
+
+  /** Runs `fn` inside a reentrancy scope holding `handle`. */
+  runInScope<T>(handle: LockHandle, fn: () => T): T {
+    return this.context.run(handle, fn);
+  }
+
+  /** Innermost unreleased lock of this async context. */
+  current(): LockHandle | undefined {
+    return this.context.current();
+  }
+
+  /** Whether anyone holds `key` on the backend. */
+  async isLocked(key: unknown, options: unknown, defaultBackend?: string): Promise<boolean> {
+    const k = validateKey(key);
+    const opts = options === undefined ? {} : validateObject(options, 'options');
+    for (const name of Object.keys(opts)) {
+      if (name !== 'backend') throw new LockConfigError(`options.${name}`, 'unknown option');
+    }
+    const backendName = this.resolveBackend(opts.backend, defaultBackend);
+    const backend = this.getBackend(backendName);
+    try {
+      return await backend.isLocked(this.settings.keyPrefix + k);
+    } catch (err) {
+      throw this.backendError(backendName, k, 'isLocked failed', err);
+    }
+  }
+
+  /** Subscribes to an event; returns the unsubscribe function. */
+  on(event: LockEventName, listener: LockEventListener): () => void {
+    return this.events.on(event, listener);
+  }
+
+  /** Metrics per backend. */
+  getMetrics(): Record<string, LockMetrics> {
+    return this.events.snapshot();
+  }
+
+  /** Drops one holder from each lease (in the given order); the last holder really releases. */
+  async releaseLeases(leases: readonly Lease[]): Promise<void> {
+    let firstError: unknown;
+    for (const lease of leases) {
+      lease.holders--;
+      if (lease.holders > 0 || lease.state !== 'held') continue;
+      try {
+        const outcome = await lease.finish('released');
+        if (outcome === 'lost' && (lease.state as Lease['state']) === 'released') {
+          // The store no longer had our token although our lease had not run out: a loss the
+          // watchdog could not see (store restarted empty, key deleted by hand). Report it.
+          this.reportLost(lease, 'the lock was found taken or expired at release');
+        } else if (outcome !== 'lost') {
+          this.emit('released', lease, { heldMs: monotonicNow() - lease.acquiredAt });
+        }
+      } catch (err) {
+        const error = this.backendError(
+          lease.info.backendName,
+          lease.info.key,
+          'release failed',
+          err,
+        );
+        this.emit('error', lease, { reason: error.message, error });
+        firstError ??= error;
+      }
+    }
+    if (firstError !== undefined) throw firstError;
+  }
+
+  /** Shutdown, first phase: refuse new acquisitions, cancel waits, release held locks. */
+  async beforeShutdown(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    this.shutdown.abort();
+    const leases = [...this.held.values()];
+    if (leases.length === 0) return;
+    this.logger.log(`releasing ${leases.length} held lock(s) before shutdown`);
+    const all = Promise.allSettled(
+      leases.map(async (lease) => {
+        lease.holders = 1;
+        await this.releaseLeases([lease]);
+      }),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), SHUTDOWN_RELEASE_TIMEOUT_MS);
+    });
+    const result = await Promise.race([all, timeout]);
+    clearTimeout(timer);
+    if (result === 'timeout') {
+      this.logger.warn(
+        `some locks were not released within ${SHUTDOWN_RELEASE_TIMEOUT_MS} ms; they will expire by their ttl`,
+      );
+    }
+  }
+
+  /** Shutdown, second phase: close every backend (each closes only the clients it created). */
+  async close(): Promise<void> {
+    await this.beforeShutdown();
+    if (this.closed) return;
+    this.closed = true;
+    const results = await Promise.allSettled([...this.backends.values()].map((b) => b.close()));
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') {
+        this.logger.error(
+          `closing backend "${[...this.backends.keys()][i]}" failed: ${messageOf(r.reason)}`,
+        );
+      }
+    });
+  }
+
+  // LeaseHost
+
+  leaseEnded(lease: Lease): void {
+    this.held.delete(ownerSlot(lease.info.backendName, lease.info.fullKey, lease.info.token));
+  }
+
+  reportLost(lease: Lease, reason: string, cause?: unknown): void {
+    this.emit('lost', lease, { heldMs: monotonicNow() - lease.acquiredAt, reason, error: cause });
+  }
+
+  reportRenewed(lease: Lease): void {
+    this.emit('renewed', lease, {});
+  }
+
+  reportError(lease: Lease, reason: string, error: unknown): void {
+    this.emit('error', lease, { reason, error });
+  }
+
+  // internals
+
+  private prepare(
+    keys: unknown,
+    options: unknown,
+    isTry: boolean,
+    defaultBackend?: string,
+  ): AcquireRequest {
+    const list = validateKeys(keys);
+    const opts = options === undefined ? {} : validateObject(options, 'options');
+    for (const name of Object.keys(opts)) {
+      if (!OPTION_KEYS.has(name)) throw new LockConfigError(`options.${name}`, 'unknown option');
+    }
+    const backendName = this.resolveBackend(opts.backend, defaultBackend);
+    const ttl = opts.ttl === undefined ? this.settings.ttl : validateTtl(opts.ttl, 'ttl');
+    const wait =
+      opts.waitTimeout === undefined
+        ? this.settings.waitTimeout
+        : validateWait(opts.waitTimeout, 'waitTimeout');
+    const autoRenew =
+      opts.autoRenew === undefined
+        ? this.settings.autoRenew
+        : validateBoolean(opts.autoRenew, 'autoRenew');
+    const lockAtLeastFor =
+      opts.lockAtLeastFor === undefined
+        ? 0
+        : validateNonNegativeFinite(opts.lockAtLeastFor, 'lockAtLeastFor');
+    // Canonical order (by the key the store sees) so two multi-key requests never deadlock.
+    const pairs = list
+      .map((k) => [k, this.settings.keyPrefix + k] as const)
+      .sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+    return {
+      backendName,
+      backend: this.getBackend(backendName),
+      keys: pairs,
+      ttl,
+      waitTimeout: isTry ? 0 : wait,
+      autoRenew,
+      lockAtLeastFor,
+    };
+  }
+
+  private resolveBackend(value: unknown, fallback?: string): string {
+    if (value === undefined) return fallback ?? this.settings.defaultBackend;
+    if (typeof value !== 'string' || !this.backends.has(value)) throw this.unknownBackend(value);
+    return value;
+  }
+
+  private unknownBackend(value: unknown): LockConfigError {
+    return new LockConfigError(
+      'backend',
+      `unknown backend ${JSON.stringify(value) ?? String(value)}; configured: ${[...this.backends.keys()].join(', ')}`,
+    );
+  }
+
+  /** One key: try, then wait (queued, event-driven or backoff) until granted or out of time. */
+  private async acquireOne(
+    req: AcquireRequest,
+    key: string,
+    fullKey: string,
+    token: string,
+    waitMs: number,
+    startedAt: number,
+  ): Promise<Lease | null> {
+    const { backend, backendName } = req;
+    const signal = this.shutdown.signal;
+    const waitDeadline = monotonicNow() + waitMs;
+    this.events.attempt(backendName);
+    let contended = false;
+    for (let attempt = 0; ; attempt++) {
+      const sentAt = monotonicNow();
+      const grant = await this.call(backendName, key, fullKey, token, 'acquire failed', () =>
+        backend.tryAcquire(fullKey, token, req.ttl),
+      );
+      const lease = grant && this.grantToLease(req, key, fullKey, token, grant, sentAt, startedAt);
+      if (lease) return lease;
+      if (!contended) {
+        contended = true;
+        this.events.emit({
+          type: 'contended',
+          key,
+          backend: backendName,
+          token,
+          waitedMs: monotonicNow() - startedAt,
+        });
+      }
+      const remaining = waitDeadline - monotonicNow();
+      if (remaining <= 0) break;
+      if (signal.aborted) throw this.shuttingDown(backendName);
+      if (backend.acquire) {
+        const queuedSentAt = monotonicNow();
+        const queued = await this.call(backendName, key, fullKey, token, 'acquire failed', () =>
+          backend.acquire!(fullKey, token, req.ttl, remaining, signal),
+        );
+        if (signal.aborted && !queued) throw this.shuttingDown(backendName);
+        const queuedLease =
+          queued && this.grantToLease(req, key, fullKey, token, queued, queuedSentAt, startedAt);
+        if (queuedLease) return queuedLease;
+        break;
+      }
+      if (backend.waitForRelease) {
+        await backend
+          .waitForRelease(fullKey, Math.min(remaining, MAX_EVENT_WAIT_MS), signal)
+          .catch((err: unknown) => {
+            // A broken notification channel only costs latency: fall back to a short sleep.
+            this.events.emit({
+              type: 'error',
+              key,
+              backend: backendName,
+              reason: `waitForRelease failed: ${messageOf(err)}`,
+              error: err,
+            });
+            return sleep(Math.min(remaining, backoffDelay(attempt)), signal);
+          });
+      } else {
+        await sleep(Math.min(remaining, backoffDelay(attempt)), signal);
+      }
+      if (signal.aborted) throw this.shuttingDown(backendName);
+    }
+    this.events.notAcquired(backendName, monotonicNow() - startedAt);
+    return null;
+  }
+
+  /** Turns a grant into a live lease, or refuses one that is already worthless. */
+  private grantToLease(
+    req: AcquireRequest,
+    key: string,
+    fullKey: string,
+    token: string,
+    grant: LockGrant,
+    sentAt: number,
+    startedAt: number,
+  ): Lease | null {
+    const from = grant.grantedAt ?? sentAt;
+    const validity = grant.validityMs ?? req.ttl;
+    if (from + validity <= monotonicNow()) {
+      // Granted, but the lease already ran out on the way back (slow store, long pause).
+      req.backend.release(fullKey, token).catch(() => undefined);
+      return null;
+    }
+    const lease = new Lease(this, {
+      backendName: req.backendName,
+      backend: req.backend,
+      key,
+      fullKey,
+      token,
+      fence: grant.fence,
+      ttl: req.ttl,
+      startedAt: from,
+      validityMs: validity,
+      autoRenew: req.autoRenew,
+      lockAtLeastFor: req.lockAtLeastFor,
+    });
+    this.held.set(ownerSlot(req.backendName, fullKey, token), lease);
+    lease.start();
+    this.emit('acquired', lease, { waitedMs: monotonicNow() - startedAt });
+    return lease;
+  }
+
+  /** Runs a backend call; a failure becomes `LockBackendError` (+ event) and frees anything half-taken. */
+  private async call<T>(
+    backendName: string,
+    key: string,
+    fullKey: string,
+    token: string,
+    what: string,
+    fn: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      const error = this.backendError(backendName, key, what, err);
+      this.events.emit({
+        type: 'error',
+        key,
+        backend: backendName,
+        token,
+        reason: error.message,
+        error,
+      });
+      // The store may have granted before the reply was lost: free it (compare-token, so safe).
+      this.getBackend(backendName)
+        .release(fullKey, token)
+        .catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private backendError(backendName: string, key: string, what: string, err: unknown): LockError {
+    if (err instanceof LockError) return err;
+    return new LockBackendError(backendName, `${what} for "${key}": ${messageOf(err)}`, {
+      cause: err,
+    });
+  }
+
+  private shuttingDown(backendName: string): LockBackendError {
+    return new LockBackendError(backendName, 'the lock module is shutting down; wait cancelled');
+  }
+
+  private emit(type: LockEventName, lease: Lease, extra: Partial<LockEvent>): void {
+    this.events.emit({
+      type,
+      key: lease.info.key,
+      backend: lease.info.backendName,
+      token: lease.info.token,
+      fence: lease.info.fence,
+      ...extra,
+    });
+  }
+}
+
+function ownerSlot(backend: string, fullKey: string, token: string): string {
+  return `${LockContext.slot(backend, fullKey)}\u0000${token}`;
+}

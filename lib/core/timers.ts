@@ -1,0 +1,43 @@
+/** Largest delay `setTimeout` honours; longer values fire at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * `setTimeout` that never keeps the process alive: a held lock or a pending renewal is not a
+ * reason for a process to stay up once the application itself is done.
+ */
+export function unrefTimer(fn: () => void, ms: number): NodeJS.Timeout {
+  const timer = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMER_MS));
+  timer.unref();
+  return timer;
+}
+
+/**
+ * Resolves after `ms` or as soon as `signal` aborts (never rejects), so waiting loops can
+ * re-check their own state after either.
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.min(Math.max(0, ms), MAX_TIMER_MS),
+    );
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Exponential backoff with "equal jitter" (half fixed, half random): contenders spread out
+ * instead of retrying in lock-step, yet never retry sooner than half the step.
+ */
+export function backoffDelay(attempt: number, baseMs = 5, capMs = 250): number {
+  const step = Math.min(capMs, baseMs * 2 ** Math.min(attempt, 16));
+  return step / 2 + Math.random() * (step / 2);
+}

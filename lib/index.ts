@@ -1,0 +1,32 @@
+/**
+ * nestjs-distributed-lock: distributed locks for NestJS with fencing tokens, lost-lock
+ * signals, reentrancy and one conformance suite across Redis, Redlock, ZooKeeper and SQL.
+ * This file is the whole public API; anything not exported here is internal.
+ */
+export { LockModule } from './lock.module';
+export type { LockModuleExtras } from './lock.module-definition';
+export { LockService } from './lock.service';
+export { Locked } from './decorators/locked.decorator';
+export { InjectLockBackend } from './decorators/inject-lock-backend.decorator';
+export { getLockBackendToken } from './lock.constants';
+export {
+  LockError,
+  LockNotAcquiredError,
+  LockLostError,
+  LockConfigError,
+  LockBackendError,
+  type LockErrorCode,
+} from './errors/lock.errors';
+export type {
+  Lock,
+  LockOptions,
+  LockedOptions,
+  LockDefaults,
+  LockModuleOptions,
+  LockEvent,
+  LockEventName,
+  LockEventListener,
+  LockMetrics,
+} from './lock.interfaces';
+export type { LockKeySource } from './core/key-template';
+export type { LockBackendConfig, MemoryBackendConfig } from './backends/backend-config';

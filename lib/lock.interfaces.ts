@@ -1,0 +1,130 @@
+import type { LockBackendConfig } from './backends/backend-config';
+
+/** Options accepted by `LockService.acquire`/`tryAcquire`/`withLock`. */
+export interface LockOptions {
+  /** Backend name from `LockModule.forRoot({ backends })`; defaults to the module's default backend. */
+  backend?: string;
+  /** Lease in ms: how long a crashed holder can block others. Renewed every ttl/3 while held. */
+  ttl?: number;
+  /** Ms to wait for a busy lock: `0` tries once, `Infinity` waits forever. Ignored by `tryAcquire`. */
+  waitTimeout?: number;
+  /** Renew the lease while held (default `true`). When `false` the lock is lost when the ttl passes. */
+  autoRenew?: boolean;
+  /**
+   * Minimum ms, counted from acquisition, that the lock stays taken: a release before then leaves
+   * the lock in place until that time (ShedLock's `lockAtLeastFor`; for jobs on several replicas).
+   */
+  lockAtLeastFor?: number;
+}
+
+/** Options of the `@Locked` decorator. */
+export interface LockedOptions extends LockOptions {
+  /**
+   * What to do when the lock is busy after `waitTimeout`: `'throw'` (default) rejects with
+   * `LockNotAcquiredError`; `'skip'` resolves `undefined` without running the method.
+   * With `'skip'`, `waitTimeout` defaults to `0`.
+   */
+  onBusy?: 'throw' | 'skip';
+}
+
+/** Defaults applied to every acquisition that does not set its own. */
+export interface LockDefaults {
+  /** Lease in ms (default 30 000). */
+  ttl?: number;
+  /** Wait in ms (default 10 000). */
+  waitTimeout?: number;
+  /** Renew while held (default `true`). */
+  autoRenew?: boolean;
+}
+
+/** Options of `LockModule.forRoot` / the factory of `forRootAsync`. */
+export interface LockModuleOptions {
+  /** Named backends; every name gets a provider (`getLockBackendToken(name)`). */
+  backends: Record<string, LockBackendConfig>;
+  /** Backend used when an acquisition names none; optional when exactly one backend is configured. */
+  defaultBackend?: string;
+  /** Defaults for ttl, waitTimeout and autoRenew. */
+  defaults?: LockDefaults;
+  /** Namespace prepended to every key on every backend (e.g. `'app:'`). */
+  keyPrefix?: string;
+  /**
+   * HTTP status sent when a `@Locked` route handler (or anything it calls) throws
+   * `LockNotAcquiredError` (default `409`); `false` leaves the error to your exception filters.
+   */
+  notAcquiredHttpStatus?: number | false;
+}
+
+/** A held lock. `await using lock = await locks.acquire('k')` releases it at scope end. */
+export interface Lock extends AsyncDisposable {
+  /** The key as given (after templating), without the module's prefix; keys joined by `,` for a multi-key lock. */
+  readonly key: string;
+  /** Every key of this lock in canonical (acquisition) order; one element for a single-key lock. */
+  readonly keys: readonly string[];
+  /** Backend name. */
+  readonly backend: string;
+  /** Owner token of this acquisition (>= 128 random bits); shared by re-entries of the same lock. */
+  readonly token: string;
+  /**
+   * Fencing token: strictly increasing per key across all grants; `null` only on a backend
+   * documented as unable. For a multi-key lock, the fence of the first key (see `fences`).
+   */
+  readonly fence: number | null;
+  /** Fence of each key, in the order of `keys`. */
+  readonly fences: readonly (number | null)[];
+  /** Aborted with a `LockLostError` when the lock is lost, and when this handle is released. */
+  readonly signal: AbortSignal;
+  /** `false` once lost, released, or past its lease (monotonic clock). */
+  isHeld(): boolean;
+  /** Renew the lease now (to `ttl`, default the lock's ttl); `LockLostError` if no longer ours. */
+  extend(ttl?: number): Promise<void>;
+  /** Release; idempotent; never deletes another holder's lock. Re-entries release only their count. */
+  release(): Promise<void>;
+}
+
+/** Names of the events emitted by `LockService.on`. */
+export type LockEventName = 'acquired' | 'released' | 'contended' | 'renewed' | 'lost' | 'error';
+
+/** Payload of every lock event. */
+export interface LockEvent {
+  /** Which event. */
+  readonly type: LockEventName;
+  /** Key without prefix. */
+  readonly key: string;
+  /** Backend name. */
+  readonly backend: string;
+  /** Owner token, when the event concerns an acquisition attempt or a held lock. */
+  readonly token?: string;
+  /** Fence of the grant, when there is one. */
+  readonly fence?: number | null;
+  /** Ms spent waiting (`acquired`, `contended`). */
+  readonly waitedMs?: number;
+  /** Ms the lock was held (`released`, `lost`). */
+  readonly heldMs?: number;
+  /** Why (`lost`) or what failed (`error`). */
+  readonly reason?: string;
+  /** The underlying error (`error`, `lost`). */
+  readonly error?: unknown;
+}
+
+/** Listener passed to `LockService.on`. */
+export type LockEventListener = (event: LockEvent) => void;
+
+/** Counters and sums per backend, named after the conventional lock metrics. */
+export interface LockMetrics {
+  /** Acquisition attempts (each `acquire`/`tryAcquire`/`withLock` key, re-entries excluded). */
+  lock_acquire_attempts_total: number;
+  /** Successful acquisitions. */
+  lock_acquired_total: number;
+  /** Acquisitions that gave up busy. */
+  lock_not_acquired_total: number;
+  /** Locks lost while held. */
+  lock_lost_total: number;
+  /** Re-entries served without a backend call. */
+  lock_reentered_total: number;
+  /** Locks held right now. */
+  lock_held: number;
+  /** Sum and count of wait times in seconds (successful and failed acquisitions). */
+  lock_wait_seconds: { sum: number; count: number };
+  /** Sum and count of hold times in seconds. */
+  lock_hold_seconds: { sum: number; count: number };
+}

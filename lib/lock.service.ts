@@ -1,0 +1,78 @@
+import { LockConfigError } from './errors/lock.errors';
+import type { LockManager } from './core/lock-manager';
+import type {
+  Lock,
+  LockEventListener,
+  LockEventName,
+  LockMetrics,
+  LockOptions,
+} from './lock.interfaces';
+
+/**
+ * Acquire, try, scope and inspect distributed locks. Inject it anywhere once `LockModule` is
+ * imported; `@InjectLockBackend(name)` gives one whose default backend is `name`.
+ */
+export class LockService {
+  /** @internal Built by `LockModule`; not meant to be constructed by users. */
+  constructor(
+    private readonly manager: LockManager,
+    private readonly backend?: string,
+  ) {}
+
+  /**
+   * Acquires `key` (or all of `keys`, in canonical order, all or none), waiting up to
+   * `waitTimeout`; rejects with `LockNotAcquiredError` if still busy. Inside a `withLock` or
+   * `@Locked` scope that holds the key, it re-enters without a backend call.
+   */
+  acquire(key: string | string[], opts?: LockOptions): Promise<Lock> {
+    return this.manager.acquire(key, opts, 'wait', this.backend);
+  }
+
+  /** One attempt, never waits: the lock, or `null` when busy. */
+  tryAcquire(key: string | string[], opts?: LockOptions): Promise<Lock | null> {
+    return this.manager.acquire(key, opts, 'try', this.backend);
+  }
+
+  /**
+   * Runs `fn` holding the lock, renewing it meanwhile, and releases it when `fn` settles.
+   * `fn`'s own error is rethrown unchanged. Nested acquisitions of the same key re-enter.
+   */
+  async withLock<T>(
+    key: string | string[],
+    fn: (lock: Lock) => T | Promise<T>,
+    opts?: LockOptions,
+  ): Promise<T> {
+    if (typeof fn !== 'function') throw new LockConfigError('fn', 'must be a function');
+    const lock = await this.manager.acquire(key, opts, 'wait', this.backend);
+    try {
+      return await this.manager.runInScope(lock, () => fn(lock));
+    } finally {
+      // Awaited, and never allowed to replace fn's outcome: a failed release is reported by
+      // the 'error' event and the lock then ends by its ttl.
+      await lock.release().catch(() => undefined);
+    }
+  }
+
+  /** Whether anyone holds `key` now. */
+  isLocked(key: string, opts?: { backend?: string }): Promise<boolean> {
+    return this.manager.isLocked(key, opts, this.backend);
+  }
+
+  /** The innermost lock held by the current `withLock`/`@Locked` scope, if any. */
+  current(): Lock | undefined {
+    return this.manager.current();
+  }
+
+  /**
+   * Subscribes to lock events (`acquired`, `released`, `contended`, `renewed`, `lost`,
+   * `error`) of every backend; returns the unsubscribe function.
+   */
+  on(event: LockEventName, listener: LockEventListener): () => void {
+    return this.manager.on(event, listener);
+  }
+
+  /** Counters and sums per backend (attempts, acquired, not acquired, lost, wait and hold time). */
+  getMetrics(): Record<string, LockMetrics> {
+    return this.manager.getMetrics();
+  }
+}

@@ -1,0 +1,48 @@
+import 'reflect-metadata';
+import type { DynamicModule, INestApplication, Provider, Type } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { LockModule } from '../../lib/lock.module';
+import { LockService } from '../../lib/lock.service';
+import { LOCK_MANAGER } from '../../lib/lock.constants';
+import type { LockManager } from '../../lib/core/lock-manager';
+import type { LockModuleOptions } from '../../lib/lock.interfaces';
+
+/** A bootstrapped app with the lock module, for integration tests. */
+export interface LockTestApp {
+  app: INestApplication;
+  locks: LockService;
+  manager: LockManager;
+  /** Closes the app (releases held locks, closes backends). Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Extra module parts for a test app. */
+export interface LockTestAppExtras {
+  imports?: Array<Type<unknown> | DynamicModule>;
+  providers?: Provider[];
+  controllers?: Type<unknown>[];
+}
+
+/**
+ * Builds and initialises a real Nest application with `LockModule.forRoot(options)` (an
+ * HTTP-capable app, so route tests can `listen(0)` on it).
+ */
+export async function createLockApp(
+  options: LockModuleOptions,
+  extra: LockTestAppExtras = {},
+): Promise<LockTestApp> {
+  const moduleRef = await Test.createTestingModule({
+    imports: [LockModule.forRoot(options), ...(extra.imports ?? [])],
+    providers: extra.providers ?? [],
+    controllers: extra.controllers ?? [],
+  }).compile();
+  const app = moduleRef.createNestApplication({ logger: false });
+  await app.init();
+  let closed: Promise<void> | undefined;
+  return {
+    app,
+    locks: app.get(LockService),
+    manager: app.get<LockManager>(LOCK_MANAGER),
+    close: () => (closed ??= app.close()),
+  };
+}
