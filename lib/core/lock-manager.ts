@@ -15,15 +15,7 @@ import { LockEvents } from './lock-events';
 import { LockHandle, type HandleHost } from './lock-handle';
 import { newOwnerToken } from './token';
 import { backoffDelay, sleep } from './timers';
-import {
-  validateBoolean,
-  validateKey,
-  validateKeys,
-  validateNonNegativeFinite,
-  validateObject,
-  validateTtl,
-  validateWait,
-} from './validation';
+import { validateKey, validateKeys, validateLockOptions, validateObject } from './validation';
 
 /** Module-wide settings after validation. */
 export interface LockSettings {
@@ -47,7 +39,6 @@ interface AcquireRequest {
   readonly lockAtLeastFor: number;
 }
 
-const OPTION_KEYS = new Set(['backend', 'ttl', 'waitTimeout', 'autoRenew', 'lockAtLeastFor']);
 /** Longest single event-driven wait before re-trying anyway (a missed notification costs at most this). */
 const MAX_EVENT_WAIT_MS = 1_000;
 /** Upper bound on releasing held locks at shutdown, so a dead store cannot hang the app's exit. */
@@ -292,24 +283,12 @@ export class LockManager implements LeaseHost, HandleHost {
     defaultBackend?: string,
   ): AcquireRequest {
     const list = validateKeys(keys);
-    const opts = options === undefined ? {} : validateObject(options, 'options');
-    for (const name of Object.keys(opts)) {
-      if (!OPTION_KEYS.has(name)) throw new LockConfigError(`options.${name}`, 'unknown option');
-    }
+    const opts = validateLockOptions(options);
     const backendName = this.resolveBackend(opts.backend, defaultBackend);
-    const ttl = opts.ttl === undefined ? this.settings.ttl : validateTtl(opts.ttl, 'ttl');
-    const wait =
-      opts.waitTimeout === undefined
-        ? this.settings.waitTimeout
-        : validateWait(opts.waitTimeout, 'waitTimeout');
-    const autoRenew =
-      opts.autoRenew === undefined
-        ? this.settings.autoRenew
-        : validateBoolean(opts.autoRenew, 'autoRenew');
-    const lockAtLeastFor =
-      opts.lockAtLeastFor === undefined
-        ? 0
-        : validateNonNegativeFinite(opts.lockAtLeastFor, 'lockAtLeastFor');
+    const ttl = opts.ttl ?? this.settings.ttl;
+    const wait = opts.waitTimeout ?? this.settings.waitTimeout;
+    const autoRenew = opts.autoRenew ?? this.settings.autoRenew;
+    const lockAtLeastFor = opts.lockAtLeastFor ?? 0;
     // Canonical order (by the key the store sees) so two multi-key requests never deadlock.
     const pairs = list
       .map((k) => [k, this.settings.keyPrefix + k] as const)

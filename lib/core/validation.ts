@@ -91,3 +91,37 @@ export function describe(value: unknown): string {
   }
   return typeof value;
 }
+
+/** Per-acquisition options after validation (unset fields stay unset, for defaults to fill). */
+export interface CheckedLockOptions {
+  backend?: unknown;
+  ttl?: number;
+  waitTimeout?: number;
+  autoRenew?: boolean;
+  lockAtLeastFor?: number;
+}
+
+const LOCK_OPTION_KEYS = new Set(['backend', 'ttl', 'waitTimeout', 'autoRenew', 'lockAtLeastFor']);
+
+/**
+ * Validates the shape of `LockOptions` (unknown keys are refused so a typo such as `timeout`
+ * is not silently ignored). The backend name is checked later, against the configured ones.
+ */
+export function validateLockOptions(options: unknown): CheckedLockOptions {
+  if (options === undefined) return {};
+  const o = validateObject(options, 'options');
+  for (const name of Object.keys(o)) {
+    if (!LOCK_OPTION_KEYS.has(name)) throw new LockConfigError(`options.${name}`, 'unknown option');
+  }
+  return {
+    backend: o.backend,
+    ttl: o.ttl === undefined ? undefined : validateTtl(o.ttl, 'ttl'),
+    waitTimeout:
+      o.waitTimeout === undefined ? undefined : validateWait(o.waitTimeout, 'waitTimeout'),
+    autoRenew: o.autoRenew === undefined ? undefined : validateBoolean(o.autoRenew, 'autoRenew'),
+    lockAtLeastFor:
+      o.lockAtLeastFor === undefined
+        ? undefined
+        : validateNonNegativeFinite(o.lockAtLeastFor, 'lockAtLeastFor'),
+  };
+}

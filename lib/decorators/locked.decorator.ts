@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { LockConfigError, LockNotAcquiredError } from '../errors/lock.errors';
 import { resolveLockKey, type LockKeySource } from '../core/key-template';
-import { validateObject } from '../core/validation';
+import { validateLockOptions, validateObject } from '../core/validation';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
 import { LockServiceHolder } from '../lock-service.holder';
 
@@ -26,6 +26,7 @@ export function Locked<A extends unknown[] = unknown[]>(
   if (onBusy !== 'throw' && onBusy !== 'skip') {
     throw new LockConfigError('onBusy', `must be 'throw' or 'skip', got ${JSON.stringify(onBusy)}`);
   }
+  validateLockOptions(lockOptions); // fail at class definition, not at the first call
   // Skipping means "someone else is doing it": do not queue behind them unless asked to.
   const acquireOptions: LockOptions =
     onBusy === 'skip' && lockOptions.waitTimeout === undefined
