@@ -1,0 +1,73 @@
+/**
+ * A lock-contending worker process for multi-process exclusion tests. It boots a real Nest
+ * application context with `LockModule.forRoot(options)`, waits for a start barrier, then runs
+ * `rounds` critical sections on `key`, each a read -> random sleep -> write of a witness
+ * counter file, recording everything with `HistoryRecorder` for `checkHistory`.
+ *
+ * Run: node -r test/support/ts-register.cjs test/support/lock-worker.ts '<WorkerArgs JSON>'
+ */
+import 'reflect-metadata';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { LockModule } from '../../lib/lock.module';
+import { LockService } from '../../lib/lock.service';
+import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import { HistoryRecorder } from './history';
+
+/** What the parent passes (as one JSON argument). */
+export interface WorkerArgs {
+  worker: string;
+  options: LockModuleOptions;
+  key: string;
+  rounds: number;
+  /** Max random sleep inside the critical section, ms. */
+  holdMs: number;
+  ttl?: number;
+  historyFile: string;
+  witnessFile: string;
+  /** The worker prints "ready" and starts once this file exists. */
+  goFile: string;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function main(args: WorkerArgs): Promise<void> {
+  @Module({ imports: [LockModule.forRoot(args.options)] })
+  class WorkerModule {}
+
+  const app = await NestFactory.createApplicationContext(WorkerModule, {
+    logger: ['error', 'warn'],
+  });
+  const locks = app.get(LockService);
+  const recorder = new HistoryRecorder(args.historyFile, args.worker);
+  process.stdout.write('ready\n');
+  while (!existsSync(args.goFile)) await sleep(5);
+
+  for (let round = 0; round < args.rounds; round++) {
+    await locks.withLock(
+      args.key,
+      async (lock) => {
+        recorder.acq(args.key, lock.token, lock.fence);
+        let releasing = false;
+        lock.signal.addEventListener('abort', () => {
+          if (!releasing) recorder.lost(args.key, lock.token, String(lock.signal.reason));
+        });
+        const read = Number(readFileSync(args.witnessFile, 'utf8') || '0');
+        await sleep(Math.random() * args.holdMs);
+        writeFileSync(args.witnessFile, String(read + 1));
+        recorder.witness(args.key, lock.token, read, read + 1);
+        releasing = true;
+        recorder.rel(args.key, lock.token);
+      },
+      { waitTimeout: Infinity, ...(args.ttl ? { ttl: args.ttl } : {}) },
+    );
+  }
+  recorder.close();
+  await app.close();
+}
+
+main(JSON.parse(process.argv[2]) as WorkerArgs).catch((err: unknown) => {
+  process.stderr.write(`${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,96 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { WorkerArgs } from './lock-worker';
+
+/** Result of a multi-process run: the history files to check and the final witness value. */
+export interface WorkerRun {
+  historyFiles: string[];
+  witnessFile: string;
+  dir: string;
+  /** Removes the run's temp directory. */
+  cleanup(): void;
+}
+
+/**
+ * Starts `count` lock-worker processes (each its own Nest app with `optionsFor(i)`), releases
+ * them together through a start barrier so they really contend, and waits for all to exit 0.
+ */
+export async function runLockWorkers(opts: {
+  count: number;
+  optionsFor: (index: number) => LockModuleOptions;
+  key: string;
+  rounds: number;
+  holdMs: number;
+  ttl?: number;
+  timeoutMs?: number;
+}): Promise<WorkerRun> {
+  const dir = mkdtempSync(join(tmpdir(), 'lock-workers-'));
+  const witnessFile = join(dir, 'witness');
+  const goFile = join(dir, 'go');
+  writeFileSync(witnessFile, '0');
+  const historyFiles: string[] = [];
+  const root = process.cwd();
+  const children = Array.from({ length: opts.count }, (_, i) => {
+    const historyFile = join(dir, `w${i}.jsonl`);
+    historyFiles.push(historyFile);
+    const args: WorkerArgs = {
+      worker: `w${i}`,
+      options: opts.optionsFor(i),
+      key: opts.key,
+      rounds: opts.rounds,
+      holdMs: opts.holdMs,
+      ttl: opts.ttl,
+      historyFile,
+      witnessFile,
+      goFile,
+    };
+    const child = spawn(
+      process.execPath,
+      [
+        '-r',
+        join(root, 'test/support/ts-register.cjs'),
+        join(root, 'test/support/lock-worker.ts'),
+        JSON.stringify(args),
+      ],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
+      child.once('exit', (code) =>
+        reject(new Error(`worker w${i} exited (${code}) before ready: ${stderr}`)),
+      );
+    });
+    const exited = new Promise<void>((resolve, reject) => {
+      child.once('exit', (code) =>
+        code === 0 ? resolve() : reject(new Error(`worker w${i} exited ${code}: ${stderr}`)),
+      );
+    });
+    return { child, ready, exited };
+  });
+
+  const timeout = opts.timeoutMs ?? 60_000;
+  const timer = setTimeout(() => children.forEach((c) => c.child.kill('SIGKILL')), timeout);
+  try {
+    await Promise.all(children.map((c) => c.ready));
+    writeFileSync(goFile, 'go');
+    await Promise.all(children.map((c) => c.exited));
+  } catch (err) {
+    children.forEach((c) => c.child.kill('SIGKILL'));
+    await Promise.allSettled(children.map((c) => c.exited));
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  return {
+    historyFiles,
+    witnessFile,
+    dir,
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
