@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Logger } from '@nestjs/common';
 import {
   LockBackendError,
@@ -63,6 +64,8 @@ export class LockManager implements LeaseHost, HandleHost {
     private readonly logger = new Logger('LockService'),
   ) {
     this.events = new LockEvents(logger);
+    // Every waiting acquisition listens on this one signal; hundreds of waiters are normal.
+    setMaxListeners(0, this.shutdown.signal);
     for (const [name, backend] of backends) {
       this.events.register(name);
       backend.onLost?.((fullKey, token, reason) => {

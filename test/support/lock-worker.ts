@@ -4,7 +4,7 @@
  * `rounds` critical sections on `key`, each a read -> random sleep -> write of a witness
  * counter file, recording everything with `HistoryRecorder` for `checkHistory`.
  *
- * Run: node -r test/support/ts-register.cjs test/support/lock-worker.ts '<WorkerArgs JSON>'
+ * Run: node -r scripts/ts-register.cjs test/support/lock-worker.ts '<WorkerArgs JSON>'
  */
 import 'reflect-metadata';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';

@@ -51,7 +51,7 @@ export async function runLockWorkers(opts: {
       process.execPath,
       [
         '-r',
-        join(root, 'test/support/ts-register.cjs'),
+        join(root, 'scripts/ts-register.cjs'),
         join(root, 'test/support/lock-worker.ts'),
         JSON.stringify(args),
       ],
