@@ -134,11 +134,17 @@ export class Lease {
 
   /**
    * Ends the lease for good after its last holder released it. Returns what happened so the
-   * manager can report it: `released`, `kept` (lockAtLeastFor), or `lost` (found not ours).
+   * manager can report it: `released`, `kept` (lockAtLeastFor on a lease store: left to
+   * expire), `deferred` (lockAtLeastFor on a session store: the manager releases it after
+   * `keepForMs`), or `lost` (found not ours).
    */
-  async finish(reason: string): Promise<'released' | 'kept' | 'lost'> {
-    if (this.state === 'lost') return 'lost';
-    if (!this.isHeld()) return 'lost';
+  async finish(
+    reason: string,
+  ): Promise<
+    { outcome: 'released' | 'kept' | 'lost' } | { outcome: 'deferred'; keepForMs: number }
+  > {
+    if (this.state === 'lost') return { outcome: 'lost' };
+    if (!this.isHeld()) return { outcome: 'lost' };
     this.state = 'released';
     this.clearTimers();
     this.controller.abort(this.lostError(reason));
@@ -146,16 +152,13 @@ export class Lease {
     const { backend, fullKey, token } = this.info;
     const keepFor = this.acquiredAt + this.info.lockAtLeastFor - monotonicNow();
     if (keepFor >= 1) {
-      if (backend.capabilities.leaseBased) {
-        // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
-        const ok = await backend.extend(fullKey, token, Math.ceil(keepFor));
-        return ok ? 'kept' : 'lost';
-      }
-      unrefTimer(() => void backend.release(fullKey, token).catch(() => undefined), keepFor);
-      return 'kept';
+      if (!backend.capabilities.leaseBased) return { outcome: 'deferred', keepForMs: keepFor };
+      // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
+      const ok = await backend.extend(fullKey, token, Math.ceil(keepFor));
+      return { outcome: ok ? 'kept' : 'lost' };
     }
     const ok = await backend.release(fullKey, token);
-    return ok ? 'released' : 'lost';
+    return { outcome: ok ? 'released' : 'lost' };
   }
 
   private lostError(reason: string, cause?: unknown): LockLostError {

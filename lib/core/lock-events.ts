@@ -108,7 +108,12 @@ export class LockEvents {
     }
   }
 
+  /**
+   * Only what needs a human: losses (warn) and failures (error). Acquire/release/contention are
+   * hot-path events: observe them through `on()` and metrics instead of log lines.
+   */
   private log(event: LockEvent): void {
+    if (event.type !== 'lost' && event.type !== 'error') return;
     const where = `lock "${event.key}" on "${event.backend}"`;
     switch (event.type) {
       case 'lost':
@@ -119,17 +124,6 @@ export class LockEvents {
         break;
       case 'error':
         this.logger.error(`${where}: ${event.reason}`, (event.error as Error | undefined)?.stack);
-        break;
-      case 'contended':
-        this.logger.verbose?.(`${where} busy, waiting`);
-        break;
-      case 'acquired':
-        this.logger.debug?.(
-          `${where} acquired (fence ${event.fence}, waited ${Math.round(event.waitedMs ?? 0)} ms)`,
-        );
-        break;
-      case 'released':
-        this.logger.debug?.(`${where} released after ${Math.round(event.heldMs ?? 0)} ms`);
         break;
       default:
         break;

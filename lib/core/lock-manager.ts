@@ -15,7 +15,7 @@ import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
 import { LockHandle, type HandleHost } from './lock-handle';
 import { newOwnerToken } from './token';
-import { backoffDelay, sleep } from './timers';
+import { backoffDelay, sleep, unrefTimer } from './timers';
 import { validateKey, validateKeys, validateLockOptions, validateObject } from './validation';
 
 /** Module-wide settings after validation. */
@@ -54,6 +54,8 @@ export class LockManager implements LeaseHost, HandleHost {
   readonly events: LockEvents;
   private readonly context = new LockContext();
   private readonly held = new Map<string, Lease>();
+  /** lockAtLeastFor releases still to send on session stores, run early at shutdown. */
+  private readonly deferred = new Map<NodeJS.Timeout, () => Promise<void>>();
   private readonly shutdown = new AbortController();
   private closing = false;
   private closed = false;
@@ -195,12 +197,13 @@ export class LockManager implements LeaseHost, HandleHost {
       lease.holders--;
       if (lease.holders > 0 || lease.state !== 'held') continue;
       try {
-        const outcome = await lease.finish('released');
-        if (outcome === 'lost' && (lease.state as Lease['state']) === 'released') {
+        const result = await lease.finish('released');
+        if (result.outcome === 'lost' && (lease.state as Lease['state']) === 'released') {
           // The store no longer had our token although our lease had not run out: a loss the
           // watchdog could not see (store restarted empty, key deleted by hand). Report it.
           this.reportLost(lease, 'the lock was found taken or expired at release');
-        } else if (outcome !== 'lost') {
+        } else if (result.outcome !== 'lost') {
+          if (result.outcome === 'deferred') this.deferRelease(lease, result.keepForMs);
           this.emit('released', lease, { heldMs: monotonicNow() - lease.acquiredAt });
         }
       } catch (err) {
@@ -222,15 +225,19 @@ export class LockManager implements LeaseHost, HandleHost {
     if (this.closing) return;
     this.closing = true;
     this.shutdown.abort();
+    const deferred = [...this.deferred];
+    this.deferred.clear();
+    for (const [timer] of deferred) clearTimeout(timer);
     const leases = [...this.held.values()];
-    if (leases.length === 0) return;
+    if (leases.length === 0 && deferred.length === 0) return;
     this.logger.log(`releasing ${leases.length} held lock(s) before shutdown`);
-    const all = Promise.allSettled(
-      leases.map(async (lease) => {
+    const all = Promise.allSettled([
+      ...leases.map(async (lease) => {
         lease.holders = 1;
         await this.releaseLeases([lease]);
       }),
-    );
+      ...deferred.map(([, run]) => run()),
+    ]);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), SHUTDOWN_RELEASE_TIMEOUT_MS);
@@ -278,6 +285,25 @@ export class LockManager implements LeaseHost, HandleHost {
   }
 
   // internals
+
+  /**
+   * lockAtLeastFor on a session store (no ttl to leave behind): send the release later. Before
+   * shutdown closes the client, pending ones are sent at once (the session ends anyway).
+   */
+  private deferRelease(lease: Lease, keepForMs: number): void {
+    const { backend, fullKey, token } = lease.info;
+    const run = (): Promise<void> =>
+      backend.release(fullKey, token).then(
+        () => undefined,
+        (err: unknown) =>
+          this.reportError(lease, `deferred release failed: ${messageOf(err)}`, err),
+      );
+    const timer = unrefTimer(() => {
+      this.deferred.delete(timer);
+      void run();
+    }, keepForMs);
+    this.deferred.set(timer, run);
+  }
 
   private prepare(
     keys: unknown,

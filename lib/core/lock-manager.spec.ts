@@ -1,0 +1,50 @@
+import { describe, expect, it } from '@jest/globals';
+import { Logger } from '@nestjs/common';
+import { MemoryLockBackend } from '../backends/memory/memory.backend';
+import type { LockBackendCapabilities } from '../backends/lock-backend.interface';
+import { LockManager, type LockSettings } from './lock-manager';
+
+/** The real memory store, declared session-bound like ZooKeeper or a held DB connection. */
+class SessionBoundMemory extends MemoryLockBackend {
+  override readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+}
+
+const settings: LockSettings = {
+  defaultBackend: 's',
+  keyPrefix: '',
+  ttl: 10_000,
+  waitTimeout: 0,
+  autoRenew: true,
+  notAcquiredHttpStatus: 409,
+};
+/** Keeps the expected shutdown log lines out of the test output. */
+class QuietLogger extends Logger {
+  override log(): void {}
+  override warn(): void {}
+}
+const quiet = new QuietLogger('test');
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+describe('LockManager lockAtLeastFor on a session-bound store', () => {
+  it('keeps the key taken until lockAtLeastFor has passed, then releases it', async () => {
+    const manager = new LockManager(new Map([['s', new SessionBoundMemory()]]), settings, quiet);
+    const lock = await manager.acquire('job', { lockAtLeastFor: 150 }, 'wait');
+    await lock.release();
+    expect(lock.isHeld()).toBe(false);
+    expect(await manager.isLocked('job', undefined)).toBe(true);
+    await sleep(250);
+    expect(await manager.isLocked('job', undefined)).toBe(false);
+    await manager.close();
+  });
+
+  it('sends pending deferred releases at shutdown, before the store is closed', async () => {
+    const backend = new SessionBoundMemory();
+    const manager = new LockManager(new Map([['s', backend]]), settings, quiet);
+    const lock = await manager.acquire('job', { lockAtLeastFor: 60_000 }, 'wait');
+    await lock.release();
+    expect(await backend.isLocked('job')).toBe(true);
+    await manager.beforeShutdown();
+    expect(await backend.isLocked('job')).toBe(false);
+    await manager.close();
+  });
+});
