@@ -48,3 +48,47 @@ describe('LockManager lockAtLeastFor on a session-bound store', () => {
     await manager.close();
   });
 });
+
+/** The real memory store whose renewals fail in a chosen way (a store that went away). */
+class FailingRenewals extends MemoryLockBackend {
+  constructor(private readonly mode: 'hang' | 'throw') {
+    super();
+  }
+  extendCalls = 0;
+  override extend(): Promise<boolean> {
+    this.extendCalls++;
+    return this.mode === 'hang'
+      ? new Promise<boolean>(() => undefined)
+      : Promise.reject(new Error('ECONNRESET'));
+  }
+}
+
+describe('LockManager watchdog', () => {
+  it.each(['hang', 'throw'] as const)(
+    'declares the lock lost at its monotonic deadline when renewals %s',
+    async (mode) => {
+      const backend = new FailingRenewals(mode);
+      const manager = new LockManager(new Map([['s', backend]]), settings, quiet);
+      const lost: string[] = [];
+      const errors: string[] = [];
+      manager.on('lost', (e) => lost.push(e.reason ?? ''));
+      manager.on('error', (e) => errors.push(e.reason ?? ''));
+      const started = performance.now();
+      const lock = await manager.acquire('k', { ttl: 300 }, 'wait');
+      const reason = await new Promise<unknown>((resolve) =>
+        lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)),
+      );
+      const elapsed = performance.now() - started;
+      expect(reason).toMatchObject({ code: 'LOCK_LOST' });
+      expect(elapsed).toBeGreaterThanOrEqual(295);
+      expect(lock.isHeld()).toBe(false);
+      expect(lost).toHaveLength(1);
+      expect(lost[0]).toMatch(/expired before it could be renewed/);
+      expect(backend.extendCalls).toBeGreaterThanOrEqual(1);
+      if (mode === 'throw')
+        expect(errors.some((r) => /renewal failed: ECONNRESET/.test(r))).toBe(true);
+      await lock.release(); // no-op on a lost lock, must not throw
+      await manager.close();
+    },
+  );
+});
