@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller } from '@nestjs/common';
+import { Controller, type INestMicroservice } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   ClientProxyFactory,
@@ -8,7 +8,6 @@ import {
   Payload,
   Transport,
   type ClientProxy,
-  type INestMicroservice,
 } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
 import { createServer, type AddressInfo } from 'node:net';
