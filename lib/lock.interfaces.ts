@@ -52,6 +52,12 @@ export interface LockModuleOptions {
    * `LockNotAcquiredError` (default `409`); `false` leaves the error to your exception filters.
    */
   notAcquiredHttpStatus?: number | false;
+  /**
+   * Longest wait, in ms, for any single store call (acquire attempt, renewal, release, isLocked)
+   * before it fails with `LockBackendError` (default 5 000). A store that stops answering can
+   * then never hang a caller; a grant that arrives late is released.
+   */
+  operationTimeout?: number;
 }
 
 /** A held lock. `await using lock = await locks.acquire('k')` releases it at scope end. */

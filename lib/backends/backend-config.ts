@@ -2,10 +2,29 @@
  * Configuration of one backend, discriminated by `type`. Each backend folder contributes its
  * own member; backends other than `memory` arrive with their issues.
  */
-export type LockBackendConfig = MemoryBackendConfig;
+export type LockBackendConfig = MemoryBackendConfig | RedisBackendConfig;
 
 /** In-process backend: FIFO waiters, ttl and fence; for tests and single-instance apps. */
 export interface MemoryBackendConfig {
   /** Discriminator. */
   type: 'memory';
+}
+
+/**
+ * Redis, single node or Cluster, on ioredis (install `ioredis`). Set exactly one of `url`,
+ * `clusterNodes` or `client`. A client you pass is never closed by the module.
+ */
+export interface RedisBackendConfig {
+  /** Discriminator. */
+  type: 'redis';
+  /** `redis://[user:password@]host:port[/db]` or `rediss://` (TLS); the module creates the client. */
+  url?: string;
+  /** Seed nodes of a Redis Cluster (`redis://host:port`); the module creates a Cluster client. */
+  clusterNodes?: string[];
+  /** An existing ioredis `Redis` or `Cluster` (password, ACL user, TLS are yours to set). */
+  client?: object;
+  /** ioredis options for the client the module creates from `url`, passed through untouched. */
+  redisOptions?: Record<string, unknown>;
+  /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */
+  clusterOptions?: Record<string, unknown>;
 }

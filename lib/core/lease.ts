@@ -1,7 +1,7 @@
 import { LockBackendError, LockLostError } from '../errors/lock.errors';
 import type { LockBackend } from '../backends/lock-backend.interface';
 import { monotonicNow } from './clock';
-import { unrefTimer } from './timers';
+import { unrefTimer, withTimeout } from './timers';
 
 /** What a lease needs from the manager that owns it. */
 export interface LeaseHost {
@@ -32,6 +32,8 @@ export interface LeaseGrantInfo {
   readonly validityMs: number;
   readonly autoRenew: boolean;
   readonly lockAtLeastFor: number;
+  /** Bound on each store call made for this lease. */
+  readonly operationTimeout: number;
 }
 
 /**
@@ -92,7 +94,7 @@ export class Lease {
     const sentAt = monotonicNow();
     let ok: boolean;
     try {
-      ok = await this.info.backend.extend(this.info.fullKey, this.info.token, ttl);
+      ok = await this.bounded(this.info.backend.extend(this.info.fullKey, this.info.token, ttl));
     } catch (err) {
       const error = new LockBackendError(
         this.info.backendName,
@@ -154,11 +156,17 @@ export class Lease {
     if (keepFor >= 1) {
       if (!backend.capabilities.leaseBased) return { outcome: 'deferred', keepForMs: keepFor };
       // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
-      const ok = await backend.extend(fullKey, token, Math.ceil(keepFor));
+      const ok = await this.bounded(backend.extend(fullKey, token, Math.ceil(keepFor)));
       return { outcome: ok ? 'kept' : 'lost' };
     }
-    const ok = await backend.release(fullKey, token);
+    const ok = await this.bounded(backend.release(fullKey, token));
     return { outcome: ok ? 'released' : 'lost' };
+  }
+
+  /** A store call that cannot hang the caller: it fails after `operationTimeout`. */
+  private bounded<T>(call: Promise<T>): Promise<T> {
+    const ms = this.info.operationTimeout;
+    return withTimeout(call, ms, () => new Error(`no answer within ${ms} ms`));
   }
 
   private lostError(reason: string, cause?: unknown): LockLostError {
@@ -198,7 +206,9 @@ export class Lease {
     this.renewing = true;
     const sentAt = monotonicNow();
     try {
-      const ok = await this.info.backend.extend(this.info.fullKey, this.info.token, this.ttl);
+      const ok = await this.bounded(
+        this.info.backend.extend(this.info.fullKey, this.info.token, this.ttl),
+      );
       if (this.state !== 'held') return;
       if (!ok) return this.markLost('renewal refused: the lock is no longer ours');
       if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');

@@ -16,6 +16,7 @@ const settings: LockSettings = {
   waitTimeout: 0,
   autoRenew: true,
   notAcquiredHttpStatus: 409,
+  operationTimeout: 5_000,
 };
 /** Keeps the expected shutdown log lines out of the test output. */
 class QuietLogger extends Logger {
@@ -91,4 +92,32 @@ describe('LockManager watchdog', () => {
       await manager.close();
     },
   );
+});
+
+/** The real memory store whose acquire attempts never answer (a black-holed connection). */
+class SilentAcquire extends MemoryLockBackend {
+  override tryAcquire(): Promise<null> {
+    return new Promise<null>(() => undefined);
+  }
+}
+
+describe('LockManager operationTimeout', () => {
+  it('fails a hanging store call with LockBackendError instead of hanging the caller', async () => {
+    const manager = new LockManager(
+      new Map([['s', new SilentAcquire()]]),
+      { ...settings, operationTimeout: 150 },
+      quiet,
+    );
+    const errors: string[] = [];
+    manager.on('error', (e) => errors.push(e.reason ?? ''));
+    const started = performance.now();
+    const err = await manager
+      .acquire('k', { waitTimeout: 10_000 }, 'wait')
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'LOCK_BACKEND' });
+    expect(String((err as Error).message)).toMatch(/no answer within 150 ms/);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(errors).toHaveLength(1);
+    await manager.close();
+  });
 });

@@ -15,7 +15,7 @@ import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
 import { LockHandle, type HandleHost } from './lock-handle';
 import { newOwnerToken } from './token';
-import { backoffDelay, sleep, unrefTimer } from './timers';
+import { backoffDelay, sleep, unrefTimer, withTimeout } from './timers';
 import { validateKey, validateKeys, validateLockOptions, validateObject } from './validation';
 
 /** Module-wide settings after validation. */
@@ -26,6 +26,8 @@ export interface LockSettings {
   readonly waitTimeout: number;
   readonly autoRenew: boolean;
   readonly notAcquiredHttpStatus: number | false;
+  /** Bound on any single store call (ms); see `LockModuleOptions.operationTimeout`. */
+  readonly operationTimeout: number;
 }
 
 /** One acquisition request after validation. */
@@ -174,7 +176,12 @@ export class LockManager implements LeaseHost, HandleHost {
     const backendName = this.resolveBackend(opts.backend, defaultBackend);
     const backend = this.getBackend(backendName);
     try {
-      return await backend.isLocked(this.settings.keyPrefix + k);
+      const timeout = this.settings.operationTimeout;
+      return await withTimeout(
+        backend.isLocked(this.settings.keyPrefix + k),
+        timeout,
+        () => new Error(`no answer within ${timeout} ms`),
+      );
     } catch (err) {
       throw this.backendError(backendName, k, 'isLocked failed', err);
     }
@@ -382,8 +389,14 @@ export class LockManager implements LeaseHost, HandleHost {
       if (signal.aborted) throw this.shuttingDown(backendName);
       if (backend.acquire) {
         const queuedSentAt = monotonicNow();
-        const queued = await this.call(backendName, key, fullKey, token, 'acquire failed', () =>
-          backend.acquire!(fullKey, token, req.ttl, remaining, signal),
+        const queued = await this.call(
+          backendName,
+          key,
+          fullKey,
+          token,
+          'acquire failed',
+          () => backend.acquire!(fullKey, token, req.ttl, remaining, signal),
+          remaining + this.settings.operationTimeout,
         );
         if (signal.aborted && !queued) throw this.shuttingDown(backendName);
         const queuedLease =
@@ -443,6 +456,7 @@ export class LockManager implements LeaseHost, HandleHost {
       validityMs: validity,
       autoRenew: req.autoRenew,
       lockAtLeastFor: req.lockAtLeastFor,
+      operationTimeout: this.settings.operationTimeout,
     });
     this.held.set(ownerSlot(req.backendName, fullKey, token), lease);
     lease.start();
@@ -458,9 +472,16 @@ export class LockManager implements LeaseHost, HandleHost {
     token: string,
     what: string,
     fn: () => Promise<T>,
+    timeoutMs = this.settings.operationTimeout,
   ): Promise<T> {
+    const backend = this.getBackend(backendName);
+    const attempt = fn();
     try {
-      return await fn();
+      return await withTimeout(
+        attempt,
+        timeoutMs,
+        () => new Error(`no answer within ${Math.round(timeoutMs)} ms`),
+      );
     } catch (err) {
       const error = this.backendError(backendName, key, what, err);
       this.events.emit({
@@ -471,10 +492,13 @@ export class LockManager implements LeaseHost, HandleHost {
         reason: error.message,
         error,
       });
-      // The store may have granted before the reply was lost: free it (compare-token, so safe).
-      this.getBackend(backendName)
-        .release(fullKey, token)
-        .catch(() => undefined);
+      // The store may have granted anyway (reply lost, or it arrives after the timeout): free
+      // it, now and once the late reply lands. Compare-token, so never someone else's lock.
+      backend.release(fullKey, token).catch(() => undefined);
+      attempt.then(
+        (late) => late && backend.release(fullKey, token).catch(() => undefined),
+        () => undefined,
+      );
       throw error;
     }
   }

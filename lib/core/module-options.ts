@@ -9,6 +9,8 @@ import { validateBoolean, validateObject, validateTtl, validateWait } from './va
 export const DEFAULT_TTL_MS = 30_000;
 export const DEFAULT_WAIT_TIMEOUT_MS = 10_000;
 export const DEFAULT_NOT_ACQUIRED_HTTP_STATUS = 409;
+/** Bound on one store call: long enough for a slow store, short enough that nothing hangs. */
+export const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
 const MAX_PREFIX_LENGTH = 256;
 const MODULE_KEYS = new Set([
   'backends',
@@ -108,6 +110,10 @@ export async function buildLockRuntime(
         ? true
         : validateBoolean(defaults.autoRenew, 'defaults.autoRenew'),
     notAcquiredHttpStatus: status,
+    operationTimeout:
+      options.operationTimeout === undefined
+        ? DEFAULT_OPERATION_TIMEOUT_MS
+        : validateTtl(options.operationTimeout, 'operationTimeout'),
   };
 
   // Only now, with everything validated, touch the outside world.

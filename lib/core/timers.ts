@@ -41,3 +41,28 @@ export function backoffDelay(attempt: number, baseMs = 5, capMs = 250): number {
   const step = Math.min(capMs, baseMs * 2 ** Math.min(attempt, 16));
   return step / 2 + Math.random() * (step / 2);
 }
+
+/**
+ * Settles like `promise`, or rejects with `onTimeout()` after `ms`. The underlying operation is
+ * not cancelled (stores offer no way to); callers clean up after a late result themselves.
+ */
+export function withTimeout<T>(
+  promise: Promise<T>,
+  ms: number,
+  onTimeout: () => Error,
+): Promise<T> {
+  if (!Number.isFinite(ms)) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(onTimeout()), Math.min(Math.max(0, ms), MAX_TIMER_MS));
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

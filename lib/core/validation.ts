@@ -1,8 +1,12 @@
 import { LockConfigError } from '../errors/lock.errors';
 import { MAX_TIMER_MS } from './timers';
 
-/** Longest accepted key (before the prefix); keeps keys valid for every backend's name limits. */
-export const MAX_KEY_LENGTH = 512;
+/**
+ * Longest accepted key (before the prefix), in characters. Generous (keys built from ids and
+ * JSON fit), but bounded so a runaway template cannot ship megabytes to the store; backends
+ * with short name limits (ZooKeeper node names, SQL key columns) hash long keys themselves.
+ */
+export const MAX_KEY_LENGTH = 16_384;
 /** Most keys in one multi-key lock. */
 export const MAX_KEYS = 64;
 

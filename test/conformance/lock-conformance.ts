@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { LockBackendConfig } from '../../lib/backends/backend-config';
 import type { LockBackend } from '../../lib/backends/lock-backend.interface';
+import { MAX_KEY_LENGTH } from '../../lib/core/validation';
 import { LockConfigError, LockLostError, LockNotAcquiredError } from '../../lib/errors/lock.errors';
 import type { Lock, LockEvent, LockEventName, LockOptions } from '../../lib/lock.interfaces';
 import { createLockApp } from '../support/lock-app';
@@ -998,10 +999,10 @@ export function runLockConformance(target: ConformanceTarget): void {
     // -------------------------------------------------------------------------------------------
     describe('bad input', () => {
       it('is rejected with LockConfigError before any backend I/O', async () => {
-        const longKey = 'x'.repeat(513);
+        const longKey = 'x'.repeat(MAX_KEY_LENGTH + 1);
         const badKeys: Array<[string, unknown, string]> = [
           ["key ''", '', 'key'],
-          ['key of 513 characters', longKey, 'key'],
+          ['key over MAX_KEY_LENGTH characters', longKey, 'key'],
           ['numeric key', 42, 'key'],
           ['undefined key', undefined, 'key'],
           ['null key', null, 'key'],
@@ -1091,13 +1092,43 @@ export function runLockConformance(target: ConformanceTarget): void {
         expect(await locks.isLocked(goodKey)).toBe(false);
       });
 
-      it('accepts a key of exactly 512 characters', async () => {
-        const key = newKey('max').padEnd(512, 'k');
+      it('accepts a key of exactly MAX_KEY_LENGTH characters', async () => {
+        const key = newKey('max').padEnd(MAX_KEY_LENGTH, 'k');
         const lock = await acquire(key);
         expect(lock.key).toBe(key);
         expect(await locks.isLocked(key)).toBe(true);
         await lock.release();
         expect(await locks.isLocked(key)).toBe(false);
+      });
+
+      it('treats keys of any content as distinct locks (spaces, unicode, braces, slashes, quotes)', async () => {
+        const base = newKey('content');
+        const suffixes = [
+          ' a b ',
+          'ünï©ødé 🔒',
+          '{tag}',
+          '{tag}x',
+          'a{b}c',
+          '/x/../y',
+          'q\'"`',
+          '%2F',
+          'A',
+          'a',
+          '\t',
+        ];
+        const keys = suffixes.map((s) => `${base}${s}`);
+        const held = [];
+        for (const key of keys) held.push(await acquire(key, { waitTimeout: 0 }));
+        try {
+          for (const [i, key] of keys.entries()) {
+            expect(held[i].key).toBe(key);
+            expect(await locks.isLocked(key)).toBe(true);
+            expect(await locks.tryAcquire(key)).toBeNull();
+          }
+        } finally {
+          for (const lock of held) await lock.release();
+        }
+        for (const key of keys) expect(await locks.isLocked(key)).toBe(false);
       });
     });
 

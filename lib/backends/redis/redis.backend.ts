@@ -1,0 +1,124 @@
+import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { closeClient, runScript, type RedisLikeClient } from './redis-client';
+import { redisLockNames } from './redis-keys';
+import { ACQUIRE, EXTEND, RELEASE } from './redis-scripts';
+
+/**
+ * `type: 'redis'`: one Redis node or a Redis Cluster. Acquire is `SET NX PX` plus `INCR` of the
+ * key's fence counter in one script; extend and release compare the owner token. Waiters do
+ * not poll: a release publishes on the key's channel, and waiters (sharing one subscriber
+ * connection) retry on that message or when the holder's remaining PTTL runs out.
+ */
+export class RedisLockBackend implements LockBackend {
+  readonly capabilities: LockBackendCapabilities = { leaseBased: true, fencing: true };
+
+  private subscriber?: RedisLikeClient;
+  /** Wake-up callbacks per channel; the channel is subscribed while this has entries. */
+  private readonly waiters = new Map<string, Set<() => void>>();
+  /** Pending SUBSCRIBE per channel, so concurrent waiters share one round trip. */
+  private readonly subscribing = new Map<string, Promise<unknown>>();
+  private closed = false;
+
+  constructor(
+    private readonly client: RedisLikeClient,
+    /** Whether the module created `client` (and so closes it). */
+    private readonly ownsClient: boolean,
+  ) {}
+
+  async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
+    const names = redisLockNames(key);
+    const reply = (await runScript(
+      this.client,
+      ACQUIRE,
+      [names.lock, names.fence],
+      [token, ttlMs],
+    )) as [number, number];
+    return reply[0] === 1 ? { fence: Number(reply[1]) } : null;
+  }
+
+  async waitForRelease(key: string, maxMs: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted || this.closed) return;
+    const names = redisLockNames(key);
+    let wake!: () => void;
+    const woken = new Promise<void>((resolve) => (wake = resolve));
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = (): void => wake();
+    try {
+      await this.subscribe(names.channel, wake);
+      // Subscribed first, then look: a release published before the SUBSCRIBE took effect is
+      // seen here as a missing key, so no wake-up is ever lost.
+      const pttl = await this.client.pttl(names.lock);
+      if (pttl === -2) return;
+      const waitMs = pttl > 0 ? Math.min(maxMs, pttl) : maxMs;
+      timer = setTimeout(wake, waitMs);
+      signal.addEventListener('abort', onAbort, { once: true });
+      await woken;
+    } finally {
+      if (timer) clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      this.unsubscribe(names.channel, wake);
+    }
+  }
+
+  async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
+    return (
+      Number(await runScript(this.client, EXTEND, [redisLockNames(key).lock], [token, ttlMs])) === 1
+    );
+  }
+
+  async release(key: string, token: string): Promise<boolean> {
+    const names = redisLockNames(key);
+    return (
+      Number(await runScript(this.client, RELEASE, [names.lock], [token, names.channel])) === 1
+    );
+  }
+
+  async isLocked(key: string): Promise<boolean> {
+    return (await this.client.exists(redisLockNames(key).lock)) === 1;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const set of this.waiters.values()) for (const wake of set) wake();
+    this.waiters.clear();
+    const closing: Promise<void>[] = [];
+    if (this.subscriber) closing.push(closeClient(this.subscriber));
+    if (this.ownsClient) closing.push(closeClient(this.client));
+    await Promise.all(closing);
+  }
+
+  private async subscribe(channel: string, wake: () => void): Promise<void> {
+    let set = this.waiters.get(channel);
+    if (!set) this.waiters.set(channel, (set = new Set()));
+    set.add(wake);
+    const subscriber = this.subscriberClient();
+    let pending = this.subscribing.get(channel);
+    if (!pending) {
+      if (set.size > 1) return; // already subscribed by an earlier waiter
+      pending = subscriber.subscribe(channel).finally(() => this.subscribing.delete(channel));
+      this.subscribing.set(channel, pending);
+    }
+    await pending;
+  }
+
+  private unsubscribe(channel: string, wake: () => void): void {
+    const set = this.waiters.get(channel);
+    if (!set) return;
+    set.delete(wake);
+    if (set.size > 0) return;
+    this.waiters.delete(channel);
+    if (!this.closed) this.subscriber?.unsubscribe(channel).catch(() => undefined);
+  }
+
+  /** One shared subscriber connection per backend, made on first wait (never before). */
+  private subscriberClient(): RedisLikeClient {
+    if (!this.subscriber) {
+      this.subscriber = this.client.duplicate();
+      this.subscriber.on('message', (channel) => {
+        for (const wake of this.waiters.get(channel) ?? []) wake();
+      });
+    }
+    return this.subscriber;
+  }
+}
