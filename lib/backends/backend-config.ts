@@ -2,7 +2,7 @@
  * Configuration of one backend, discriminated by `type`. Each backend folder contributes its
  * own member; backends other than `memory` arrive with their issues.
  */
-export type LockBackendConfig = MemoryBackendConfig | RedisBackendConfig;
+export type LockBackendConfig = MemoryBackendConfig | RedisBackendConfig | RedlockBackendConfig;
 
 /** In-process backend: FIFO waiters, ttl and fence; for tests and single-instance apps. */
 export interface MemoryBackendConfig {
@@ -27,4 +27,23 @@ export interface RedisBackendConfig {
   redisOptions?: Record<string, unknown>;
   /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */
   clusterOptions?: Record<string, unknown>;
+}
+
+/**
+ * Redlock over N independent Redis nodes (install `redlock@4.2.0` and `ioredis`). Set exactly
+ * one of `urls` or `clients`; use an odd N >= 3. Clients you pass are never closed.
+ */
+export interface RedlockBackendConfig {
+  /** Discriminator. */
+  type: 'redlock';
+  /** One `redis://` URL per independent node (not replicas of one another). */
+  urls?: string[];
+  /** Existing ioredis clients, one per independent node. */
+  clients?: object[];
+  /** ioredis options for the clients the module creates from `urls`, passed through. */
+  redisOptions?: Record<string, unknown>;
+  /** Allowed clock drift as a fraction of the ttl (default 0.01); leases are trusted `ttl * (1 - driftFactor) - 2 ms`. */
+  driftFactor?: number;
+  /** Per-node bound, in ms, for connecting and for each command (default 2 000). */
+  nodeTimeout?: number;
 }

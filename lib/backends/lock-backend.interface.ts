@@ -74,4 +74,9 @@ export interface LockBackendCapabilities {
   readonly leaseBased: boolean;
   /** `true` when grants carry a fencing token. */
   readonly fencing: boolean;
+  /**
+   * Clock drift allowed between independent servers, as a fraction of the ttl (Redlock: 0.01).
+   * The core shortens every lease it believes in by `driftFactor * ttl + 2 ms`. Default 0.
+   */
+  readonly driftFactor?: number;
 }

@@ -7,4 +7,5 @@ import type { BackendFactory } from './backend-factory';
 export const BACKEND_FACTORIES: Record<string, () => Promise<BackendFactory<unknown>>> = {
   memory: async () => (await import('./memory/memory.factory')).memoryBackendFactory,
   redis: async () => (await import('./redis/redis.factory')).redisBackendFactory,
+  redlock: async () => (await import('./redlock/redlock.factory')).redlockBackendFactory,
 };

@@ -115,7 +115,7 @@ export class Lease {
       throw this.lostError('lease expired before it was extended');
     }
     this.ttl = ttl;
-    this.deadline = sentAt + ttl;
+    this.deadline = sentAt + validityOf(this.info.backend, ttl);
     this.armDeadline();
     if (this.info.autoRenew) this.scheduleRenewal(ttl / 3);
     this.host.reportRenewed(this);
@@ -212,7 +212,7 @@ export class Lease {
       if (this.state !== 'held') return;
       if (!ok) return this.markLost('renewal refused: the lock is no longer ours');
       if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
-      this.deadline = sentAt + this.ttl;
+      this.deadline = sentAt + validityOf(this.info.backend, this.ttl);
       this.armDeadline();
       this.scheduleRenewal(this.ttl / 3);
       this.host.reportRenewed(this);
@@ -236,4 +236,13 @@ export class Lease {
 /** Message of an unknown thrown value. */
 export function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * How long a lease of `ttl` can be trusted from the moment its request was sent: the ttl less
+ * the backend's allowance for clock drift between servers (Redlock's `driftFactor * ttl + 2`).
+ */
+export function validityOf(backend: LockBackend, ttl: number): number {
+  const factor = backend.capabilities.driftFactor ?? 0;
+  return factor > 0 ? ttl - Math.round(factor * ttl) - 2 : ttl;
 }

@@ -10,7 +10,7 @@ import {
 import type { LockBackend, LockGrant } from '../backends/lock-backend.interface';
 import type { LockEvent, LockEventListener, LockEventName, LockMetrics } from '../lock.interfaces';
 import { monotonicNow } from './clock';
-import { Lease, type LeaseHost, messageOf } from './lease';
+import { Lease, type LeaseHost, messageOf, validityOf } from './lease';
 import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
 import { LockHandle, type HandleHost } from './lock-handle';
@@ -438,7 +438,7 @@ export class LockManager implements LeaseHost, HandleHost {
     startedAt: number,
   ): Lease | null {
     const from = grant.grantedAt ?? sentAt;
-    const validity = grant.validityMs ?? req.ttl;
+    const validity = Math.min(grant.validityMs ?? req.ttl, validityOf(req.backend, req.ttl));
     if (from + validity <= monotonicNow()) {
       // Granted, but the lease already ran out on the way back (slow store, long pause).
       req.backend.release(fullKey, token).catch(() => undefined);

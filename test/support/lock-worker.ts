@@ -4,6 +4,8 @@
  * `rounds` critical sections on `key`, each a read -> random sleep -> write of a witness
  * counter file, recording everything with `HistoryRecorder` for `checkHistory`.
  *
+ * `via` picks `@Locked` (default) or `withLock`.
+ *
  * Run: node -r scripts/ts-register.cjs test/support/lock-worker.ts '<WorkerArgs JSON>'
  */
 import 'reflect-metadata';
@@ -12,6 +14,8 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { LockModule } from '../../lib/lock.module';
 import { LockService } from '../../lib/lock.service';
+import { Locked } from '../../lib/decorators/locked.decorator';
+import type { Lock } from '../../lib/lock.interfaces';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import { HistoryRecorder } from './history';
 
@@ -28,6 +32,8 @@ export interface WorkerArgs {
   witnessFile: string;
   /** The worker prints "ready" and starts once this file exists. */
   goFile: string;
+  /** Enter the critical section through `@Locked` (default) or `LockService.withLock`. */
+  via?: 'decorator' | 'withLock';
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -41,27 +47,38 @@ async function main(args: WorkerArgs): Promise<void> {
   });
   const locks = app.get(LockService);
   const recorder = new HistoryRecorder(args.historyFile, args.worker);
+  const lockOptions = { waitTimeout: Infinity, ...(args.ttl ? { ttl: args.ttl } : {}) };
+
+  /** One critical section on the witness counter, recorded as the checker expects. */
+  const criticalSection = async (lock: Lock): Promise<void> => {
+    recorder.acq(args.key, lock.token, lock.fence);
+    let releasing = false;
+    lock.signal.addEventListener('abort', () => {
+      if (!releasing) recorder.lost(args.key, lock.token, String(lock.signal.reason));
+    });
+    const read = Number(readFileSync(args.witnessFile, 'utf8') || '0');
+    await sleep(Math.random() * args.holdMs);
+    writeFileSync(args.witnessFile, String(read + 1));
+    recorder.witness(args.key, lock.token, read, read + 1);
+    releasing = true;
+    recorder.rel(args.key, lock.token);
+  };
+
+  // The decorator path is what applications use: a plain class, no DI needed for @Locked.
+  class Counter {
+    @Locked('{0}', lockOptions)
+    async increment(_key: string): Promise<void> {
+      await criticalSection(locks.current()!);
+    }
+  }
+  const counter = new Counter();
+
   process.stdout.write('ready\n');
   while (!existsSync(args.goFile)) await sleep(5);
 
   for (let round = 0; round < args.rounds; round++) {
-    await locks.withLock(
-      args.key,
-      async (lock) => {
-        recorder.acq(args.key, lock.token, lock.fence);
-        let releasing = false;
-        lock.signal.addEventListener('abort', () => {
-          if (!releasing) recorder.lost(args.key, lock.token, String(lock.signal.reason));
-        });
-        const read = Number(readFileSync(args.witnessFile, 'utf8') || '0');
-        await sleep(Math.random() * args.holdMs);
-        writeFileSync(args.witnessFile, String(read + 1));
-        recorder.witness(args.key, lock.token, read, read + 1);
-        releasing = true;
-        recorder.rel(args.key, lock.token);
-      },
-      { waitTimeout: Infinity, ...(args.ttl ? { ttl: args.ttl } : {}) },
-    );
+    if (args.via === 'withLock') await locks.withLock(args.key, criticalSection, lockOptions);
+    else await counter.increment(args.key);
   }
   recorder.close();
   await app.close();

@@ -25,6 +25,7 @@ export async function runLockWorkers(opts: {
   rounds: number;
   holdMs: number;
   ttl?: number;
+  via?: 'decorator' | 'withLock';
   timeoutMs?: number;
 }): Promise<WorkerRun> {
   const dir = mkdtempSync(join(tmpdir(), 'lock-workers-'));
@@ -43,6 +44,7 @@ export async function runLockWorkers(opts: {
       rounds: opts.rounds,
       holdMs: opts.holdMs,
       ttl: opts.ttl,
+      via: opts.via,
       historyFile,
       witnessFile,
       goFile,

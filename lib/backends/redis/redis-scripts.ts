@@ -44,3 +44,15 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0
 `);
+
+/**
+ * KEYS: fence · ARGV: value. Raises a node's fence counter to at least `value` (never lowers
+ * it): Redlock's second fencing round, so the next grant's INCR on any quorum exceeds it.
+ */
+export const RAISE_FENCE = script(`
+local current = tonumber(redis.call('get', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then
+  redis.call('set', KEYS[1], ARGV[1])
+end
+return 1
+`);

@@ -1,0 +1,150 @@
+import { LockConfigError } from '../../errors/lock.errors';
+import { loadOptionalPackage } from '../../core/optional-package';
+import type { BackendFactory } from '../backend-factory';
+import type { RedlockBackendConfig } from '../backend-config';
+import { RedlockLockBackend, type Redlock4, type RedlockNode } from './redlock.backend';
+
+const KEYS = new Set(['type', 'urls', 'clients', 'redisOptions', 'driftFactor', 'nodeTimeout']);
+const DEFAULT_DRIFT_FACTOR = 0.01;
+const DEFAULT_NODE_TIMEOUT_MS = 2_000;
+
+interface IoRedisModule {
+  Redis: new (
+    url: string,
+    options?: object,
+  ) => RedlockNode & { once(event: string, cb: () => void): unknown };
+}
+type RedlockCtor = new (clients: readonly RedlockNode[], options: object) => Redlock4;
+
+/** `type: 'redlock'`: exactly one of `urls` or `clients`. */
+export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
+  validate(config, field) {
+    for (const name of Object.keys(config)) {
+      if (!KEYS.has(name))
+        throw new LockConfigError(`${field}.${name}`, 'unknown option for a redlock backend');
+    }
+    if ((config.urls === undefined) === (config.clients === undefined)) {
+      throw new LockConfigError(field, 'set exactly one of urls or clients');
+    }
+    const list: unknown = config.urls ?? config.clients;
+    const listField = `${field}.${config.urls !== undefined ? 'urls' : 'clients'}`;
+    if (!Array.isArray(list) || list.length === 0) {
+      throw new LockConfigError(
+        listField,
+        'must be a non-empty array (one entry per independent Redis node)',
+      );
+    }
+    if (config.urls !== undefined) {
+      list.forEach((u: unknown, i: number) => {
+        if (typeof u !== 'string' || !/^rediss?:\/\/\S+$/.test(u)) {
+          throw new LockConfigError(`${listField}[${i}]`, 'must be a redis:// or rediss:// URL');
+        }
+      });
+      if (new Set(list).size !== list.length)
+        throw new LockConfigError(listField, 'lists a node twice');
+    } else {
+      list.forEach((c: unknown, i: number) => {
+        const client = c as Partial<RedlockNode> | null;
+        if (typeof client !== 'object' || client === null || typeof client.evalsha !== 'function') {
+          throw new LockConfigError(`${listField}[${i}]`, 'must be an ioredis Redis instance');
+        }
+      });
+      if (config.redisOptions !== undefined) {
+        throw new LockConfigError(`${field}.redisOptions`, 'cannot be combined with clients');
+      }
+    }
+    const drift = config.driftFactor;
+    if (drift !== undefined && (typeof drift !== 'number' || !(drift >= 0 && drift < 0.5))) {
+      throw new LockConfigError(`${field}.driftFactor`, 'must be a number in [0, 0.5)');
+    }
+    const timeout = config.nodeTimeout;
+    if (
+      timeout !== undefined &&
+      (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0)
+    ) {
+      throw new LockConfigError(
+        `${field}.nodeTimeout`,
+        'must be a positive number of milliseconds',
+      );
+    }
+    const opts = config.redisOptions;
+    if (opts !== undefined && (typeof opts !== 'object' || opts === null || Array.isArray(opts))) {
+      throw new LockConfigError(`${field}.redisOptions`, 'must be an object of ioredis options');
+    }
+  },
+
+  async create(config, name) {
+    const field = `backends.${name}`;
+    const Redlock = await loadOptionalPackage<RedlockCtor | { default: RedlockCtor }>(
+      'redlock',
+      field,
+      'the redlock backend',
+    ).then((m) => ('default' in m ? m.default : m));
+    const nodeTimeout = config.nodeTimeout ?? DEFAULT_NODE_TIMEOUT_MS;
+    let nodes: RedlockNode[];
+    let labels: string[];
+    if (config.clients) {
+      nodes = config.clients as unknown as RedlockNode[];
+      labels = nodes.map((_, i) => `node ${i}`);
+    } else {
+      const mod = await loadOptionalPackage<IoRedisModule & { default?: IoRedisModule }>(
+        'ioredis',
+        field,
+        'the redlock backend',
+      );
+      const Redis = mod.Redis ?? mod.default!.Redis;
+      labels = config.urls!.map((u) => new URL(u).host);
+      // Fail fast on a down node instead of queueing: a quorum algorithm must hear "no" at once
+      // from a dead node, not wait for it to come back.
+      const created = config.urls!.map(
+        (url) =>
+          new Redis(url, {
+            enableOfflineQueue: false,
+            maxRetriesPerRequest: 0,
+            connectTimeout: nodeTimeout,
+            commandTimeout: nodeTimeout,
+            retryStrategy: (times: number) => Math.min(50 * times, 1_000),
+            ...config.redisOptions,
+          }),
+      );
+      // Give each node a moment to connect (commands are not queued); a down node is fine.
+      await Promise.all(
+        created.map(
+          (client) =>
+            new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, nodeTimeout);
+              client.once('ready', () => {
+                clearTimeout(timer);
+                resolve();
+              });
+            }),
+        ),
+      );
+      // Errors are expected while a node is down; the backend reports them per operation.
+      created.forEach((c) =>
+        (c as unknown as { on(e: string, cb: () => void): void }).on('error', () => undefined),
+      );
+      nodes = created;
+    }
+    // retryCount 0: the core owns waiting (v4 also ignores a per-call retryCount of 0).
+    const redlock = new Redlock(nodes, {
+      driftFactor: config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
+      retryCount: 0,
+      retryDelay: 0,
+      retryJitter: 0,
+    });
+    (redlock as unknown as { on(e: string, cb: () => void): void }).on(
+      'clientError',
+      () => undefined,
+    );
+    return new RedlockLockBackend(
+      redlock,
+      nodes,
+      labels,
+      !config.clients,
+      name,
+      config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
+      nodeTimeout,
+    );
+  },
+};

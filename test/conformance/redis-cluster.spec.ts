@@ -1,0 +1,18 @@
+import { startRedisCluster } from '../support/redis-servers';
+import { runLockConformance } from './lock-conformance';
+
+// A three-master Redis Cluster of its own (redis-server processes on free ports).
+runLockConformance({
+  name: 'redis cluster (3 masters)',
+  setup: async () => {
+    const cluster = await startRedisCluster(3);
+    return {
+      config: { type: 'redis', clusterNodes: cluster.seeds },
+      teardown: () => cluster.stop(),
+    };
+  },
+  fencing: true,
+  leaseBased: true,
+  shortTtl: 300,
+  sharedAcrossApps: true,
+});
