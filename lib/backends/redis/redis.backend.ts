@@ -3,6 +3,9 @@ import { closeClient, runScript, type RedisLikeClient } from './redis-client';
 import { redisLockNames } from './redis-keys';
 import { ACQUIRE, EXTEND, RELEASE } from './redis-scripts';
 
+/** How long a channel stays subscribed after its last waiter left (the next wait cycle reuses it). */
+const SUBSCRIPTION_LINGER_MS = 2_000;
+
 /**
  * `type: 'redis'`: one Redis node or a Redis Cluster. Acquire is `SET NX PX` plus `INCR` of the
  * key's fence counter in one script; extend and release compare the owner token. Waiters do
@@ -17,6 +20,8 @@ export class RedisLockBackend implements LockBackend {
   private readonly waiters = new Map<string, Set<() => void>>();
   /** Pending SUBSCRIBE per channel, so concurrent waiters share one round trip. */
   private readonly subscribing = new Map<string, Promise<unknown>>();
+  /** Channels with no waiter left, unsubscribed after a grace period (waiters come in cycles). */
+  private readonly lingering = new Map<string, NodeJS.Timeout>();
   private closed = false;
 
   constructor(
@@ -80,6 +85,8 @@ export class RedisLockBackend implements LockBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const timer of this.lingering.values()) clearTimeout(timer);
+    this.lingering.clear();
     for (const set of this.waiters.values()) for (const wake of set) wake();
     this.waiters.clear();
     const closing: Promise<void>[] = [];
@@ -89,6 +96,14 @@ export class RedisLockBackend implements LockBackend {
   }
 
   private async subscribe(channel: string, wake: () => void): Promise<void> {
+    const linger = this.lingering.get(channel);
+    if (linger) {
+      // Still subscribed from the previous wait cycle: reuse it.
+      clearTimeout(linger);
+      this.lingering.delete(channel);
+      this.waiters.set(channel, new Set([wake]));
+      return;
+    }
     let set = this.waiters.get(channel);
     if (!set) this.waiters.set(channel, (set = new Set()));
     set.add(wake);
@@ -108,7 +123,14 @@ export class RedisLockBackend implements LockBackend {
     set.delete(wake);
     if (set.size > 0) return;
     this.waiters.delete(channel);
-    if (!this.closed) this.subscriber?.unsubscribe(channel).catch(() => undefined);
+    if (this.closed) return;
+    const timer = setTimeout(() => {
+      this.lingering.delete(channel);
+      if (!this.closed && !this.waiters.has(channel))
+        this.subscriber?.unsubscribe(channel).catch(() => undefined);
+    }, SUBSCRIPTION_LINGER_MS);
+    timer.unref();
+    this.lingering.set(channel, timer);
   }
 
   /** One shared subscriber connection per backend, made on first wait (never before). */

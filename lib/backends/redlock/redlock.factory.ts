@@ -104,6 +104,8 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
             connectTimeout: nodeTimeout,
             commandTimeout: nodeTimeout,
             retryStrategy: (times: number) => Math.min(50 * times, 1_000),
+            // A dead node's socket never closes: do not keep the process alive 2 s for it on exit.
+            disconnectTimeout: 200,
             ...config.redisOptions,
           }),
       );

@@ -1,0 +1,183 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
+import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { HoldArgs } from '../support/hold-worker';
+import { createLockApp } from '../support/lock-app';
+import { redisCommand, startRedisNode, startRedisNodes, stopAll } from '../support/redis-servers';
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const now = () => performance.now();
+
+afterAll(() => stopAll());
+
+/** Starts a hold-worker process and resolves once it holds the lock. */
+async function startHolder(args: HoldArgs) {
+  const root = process.cwd();
+  const child = spawn(
+    process.execPath,
+    [
+      '-r',
+      join(root, 'scripts/ts-register.cjs'),
+      join(root, 'test/support/hold-worker.ts'),
+      JSON.stringify(args),
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const held = await new Promise<{ token: string; fence: number | null }>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) =>
+      resolve(JSON.parse(d.toString().split('\n')[0]) as { token: string; fence: number }),
+    );
+    child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { child, held, exited };
+}
+
+describe('redis faults', () => {
+  it('a holder killed with SIGKILL blocks others for at most ttl + 1 s', async () => {
+    const options: LockModuleOptions = {
+      backends: { r: { type: 'redis', url: REDIS_URL } },
+      keyPrefix: `kill-${randomUUID()}:`,
+    };
+    const ttl = 1_500;
+    const holder = await startHolder({ options, key: 'victim', ttl });
+    const t = await createLockApp(options);
+    try {
+      expect(await t.locks.tryAcquire('victim')).toBeNull();
+      holder.child.kill('SIGKILL');
+      await holder.exited;
+      const killedAt = now();
+      const lock = await t.locks.acquire('victim', { waitTimeout: ttl + 1_000 });
+      const waited = now() - killedAt;
+      expect(waited).toBeLessThanOrEqual(ttl + 1_000);
+      expect(lock.fence).toBeGreaterThan(holder.held.fence!);
+      await lock.release();
+    } finally {
+      await t.close();
+    }
+  }, 30_000);
+
+  it('a key deleted behind the holder’s back aborts its signal within ttl/3 + 1 s', async () => {
+    const keyPrefix = `del-${randomUUID()}:`;
+    const t = await createLockApp({
+      backends: { r: { type: 'redis', url: REDIS_URL } },
+      keyPrefix,
+    });
+    const raw = new Redis(REDIS_URL);
+    try {
+      const ttl = 3_000;
+      const lock = await t.locks.acquire('doomed', { ttl });
+      const lost = new Promise<unknown>((resolve) =>
+        lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)),
+      );
+      expect(await raw.del(redisLockNames(keyPrefix + 'doomed').lock)).toBe(1);
+      const deletedAt = now();
+      const reason = await lost;
+      expect(now() - deletedAt).toBeLessThanOrEqual(ttl / 3 + 1_000);
+      expect(reason).toBeInstanceOf(LockLostError);
+      expect(lock.isHeld()).toBe(false);
+    } finally {
+      raw.disconnect();
+      await t.close();
+    }
+  }, 30_000);
+
+  it('a restart without persistence: the holder is told it lost the lock, the waiter recovers and acquires', async () => {
+    const node = await startRedisNode();
+    const options: LockModuleOptions = { backends: { r: { type: 'redis', url: node.url } } };
+    const a = await createLockApp(options);
+    const b = await createLockApp(options);
+    try {
+      const held = await a.locks.acquire('k', { ttl: 1_500 });
+      const lost = new Promise<unknown>((resolve) =>
+        held.signal.addEventListener('abort', () => resolve(held.signal.reason)),
+      );
+      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
+      await sleep(200); // the waiter is subscribed and waiting
+      await node.restart(); // comes back empty: the lock is gone
+      const lock = await waiter;
+      expect(lock.isHeld()).toBe(true);
+      // Known unsafe without persistence: both believe they hold until A's next renewal.
+      expect(await lost).toBeInstanceOf(LockLostError);
+      expect(held.isHeld()).toBe(false);
+      await lock.release();
+    } finally {
+      await a.close();
+      await b.close();
+      await node.stop();
+    }
+  }, 30_000);
+
+  it('a restart with AOF persistence: the holder keeps the lock, the waiter resubscribes and gets it on release', async () => {
+    const node = await startRedisNode({
+      extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'],
+    });
+    const options: LockModuleOptions = { backends: { r: { type: 'redis', url: node.url } } };
+    const a = await createLockApp(options);
+    const b = await createLockApp(options);
+    try {
+      const held = await a.locks.acquire('k', { ttl: 3_000 });
+      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
+      await sleep(200);
+      await node.restart();
+      await sleep(1_500); // both clients reconnect; A renews through the restart
+      // B's shared subscriber connection subscribed again on the restarted server.
+      const channel = redisLockNames('k').channel;
+      const subscribers = async () =>
+        (await redisCommand(node.port, 'PUBSUB', 'NUMSUB', channel)).trim().split('\r\n').pop();
+      const until = now() + 3_000;
+      while ((await subscribers()) !== ':1' && now() < until) await sleep(50);
+      expect(await subscribers()).toBe(':1');
+      expect(held.isHeld()).toBe(true);
+      expect(held.signal.aborted).toBe(false);
+      const releasedAt = now();
+      await held.release();
+      const lock = await waiter;
+      expect(now() - releasedAt).toBeLessThan(1_500);
+      expect(lock.fence).toBeGreaterThan(held.fence!);
+      await lock.release();
+    } finally {
+      await a.close();
+      await b.close();
+      await node.stop();
+    }
+  }, 30_000);
+});
+
+describe('redlock faults', () => {
+  it('grants with 1 of 3 nodes down; with 2 of 3 down fails fast with a clear error and never grants', async () => {
+    const nodes = await startRedisNodes(3);
+    const t = await createLockApp({
+      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+    });
+    try {
+      await nodes[0].stop();
+      const one = await t.locks.acquire('q1', { waitTimeout: 2_000 });
+      expect(one.isHeld()).toBe(true);
+      expect(typeof one.fence).toBe('number');
+      await one.release();
+
+      await nodes[1].stop();
+      const started = now();
+      const err = await t.locks.acquire('q2', { waitTimeout: 10_000 }).catch((e: unknown) => e);
+      expect(now() - started).toBeLessThan(3_000);
+      expect(err).toBeInstanceOf(LockBackendError);
+      expect(String((err as Error).message)).toMatch(/no quorum, 1 of 3 nodes/);
+      // The surviving node holds no lock entry for it: nothing was granted.
+      const lockKey = redisLockNames('q2').lock;
+      expect(await redisCommand(nodes[2].port, 'EXISTS', lockKey)).toBe(':0\r\n');
+      await expect(t.locks.isLocked('q2')).rejects.toBeInstanceOf(LockBackendError);
+    } finally {
+      await t.close();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  }, 30_000);
+});
