@@ -164,9 +164,9 @@ export class Lease {
   }
 
   /** A store call that cannot hang the caller: it fails after `operationTimeout`. */
-  private bounded<T>(call: Promise<T>): Promise<T> {
+  private bounded<T>(call: Promise<T>, background = false): Promise<T> {
     const ms = this.info.operationTimeout;
-    return withTimeout(call, ms, () => new Error(`no answer within ${ms} ms`));
+    return withTimeout(call, ms, () => new Error(`no answer within ${ms} ms`), background);
   }
 
   private lostError(reason: string, cause?: unknown): LockLostError {
@@ -208,6 +208,7 @@ export class Lease {
     try {
       const ok = await this.bounded(
         this.info.backend.extend(this.info.fullKey, this.info.token, this.ttl),
+        true,
       );
       if (this.state !== 'held') return;
       if (!ok) return this.markLost('renewal refused: the lock is no longer ours');

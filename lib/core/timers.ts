@@ -50,10 +50,13 @@ export function withTimeout<T>(
   promise: Promise<T>,
   ms: number,
   onTimeout: () => Error,
+  /** `true` for background work (renewals) that must not keep the process alive. */
+  background = false,
 ): Promise<T> {
   if (!Number.isFinite(ms)) return promise;
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => reject(onTimeout()), Math.min(Math.max(0, ms), MAX_TIMER_MS));
+    if (background) timer.unref();
     promise.then(
       (value) => {
         clearTimeout(timer);
