@@ -18,6 +18,7 @@ const MODULE_KEYS = new Set([
   'defaults',
   'keyPrefix',
   'notAcquiredHttpStatus',
+  'operationTimeout',
 ]);
 const DEFAULTS_KEYS = new Set(['ttl', 'waitTimeout', 'autoRenew']);
 const BACKEND_NAME = /^[A-Za-z0-9_.-]{1,64}$/;

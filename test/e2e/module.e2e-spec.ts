@@ -157,6 +157,12 @@ describe('LockModule.forRoot validation at bootstrap', () => {
       'notAcquiredHttpStatus',
     ],
     ['unknown top-level option', { backends: { main: MEMORY }, bogus: true }, 'bogus'],
+    ['operationTimeout 0', { backends: { main: MEMORY }, operationTimeout: 0 }, 'operationTimeout'],
+    [
+      'operationTimeout NaN',
+      { backends: { main: MEMORY }, operationTimeout: NaN },
+      'operationTimeout',
+    ],
   ];
 
   it.each(cases)('%s rejects app init with LockConfigError', async (_name, opts, field) => {

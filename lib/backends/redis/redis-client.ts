@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import type { RedisScript } from './redis-scripts';
 
 /**
@@ -13,6 +14,7 @@ export interface RedisLikeClient {
   subscribe(...channels: string[]): Promise<unknown>;
   unsubscribe(...channels: string[]): Promise<unknown>;
   on(event: 'message', listener: (channel: string, message: string) => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
   quit(): Promise<unknown>;
   disconnect(): void;
   status?: string;
@@ -33,11 +35,37 @@ export async function runScript(
   }
 }
 
-/** Closes a client politely, falling back to a hard disconnect if QUIT cannot be sent. */
+/**
+ * Closes a client: QUIT when connected (pending replies arrive first), else a hard disconnect,
+ * which also cancels a scheduled reconnect that QUIT would leave running.
+ */
 export async function closeClient(client: RedisLikeClient): Promise<void> {
-  try {
-    await client.quit();
-  } catch {
-    client.disconnect();
+  if (client.status === 'ready') {
+    try {
+      await client.quit();
+    } catch {
+      // fall through to disconnect
+    }
   }
+  if (client.status !== 'end') client.disconnect();
+}
+
+/** Repeats of one connection error logged at most this often. */
+const ERROR_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * Routes a created client's connection errors to the Nest logger (warn), one line per distinct
+ * message per 30 s, instead of ioredis's "Unhandled error event" on stderr for every retry.
+ * Operations still fail with `LockBackendError` on their own.
+ */
+export function logConnectionErrors(client: RedisLikeClient, label: string): void {
+  const logger = new Logger('LockService');
+  const lastLogged = new Map<string, number>();
+  client.on('error', (err: Error) => {
+    const now = Date.now();
+    const message = err?.message ?? String(err);
+    if (now - (lastLogged.get(message) ?? -Infinity) < ERROR_LOG_INTERVAL_MS) return;
+    lastLogged.set(message, now);
+    logger.warn(`${label}: ${message}`);
+  });
 }

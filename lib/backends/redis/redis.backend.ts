@@ -1,5 +1,5 @@
 import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
-import { closeClient, runScript, type RedisLikeClient } from './redis-client';
+import { closeClient, logConnectionErrors, runScript, type RedisLikeClient } from './redis-client';
 import { redisLockNames } from './redis-keys';
 import { ACQUIRE, EXTEND, RELEASE } from './redis-scripts';
 
@@ -28,7 +28,10 @@ export class RedisLockBackend implements LockBackend {
     private readonly client: RedisLikeClient,
     /** Whether the module created `client` (and so closes it). */
     private readonly ownsClient: boolean,
-  ) {}
+    private readonly backendName: string,
+  ) {
+    if (ownsClient) logConnectionErrors(client, `redis backend "${backendName}"`);
+  }
 
   async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
     const names = redisLockNames(key);
@@ -137,6 +140,7 @@ export class RedisLockBackend implements LockBackend {
   private subscriberClient(): RedisLikeClient {
     if (!this.subscriber) {
       this.subscriber = this.client.duplicate();
+      logConnectionErrors(this.subscriber, `redis backend "${this.backendName}" subscriber`);
       this.subscriber.on('message', (channel) => {
         for (const wake of this.waiters.get(channel) ?? []) wake();
       });

@@ -55,7 +55,7 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
 
   async create(config, name) {
     if (config.client)
-      return new RedisLockBackend(config.client as unknown as RedisLikeClient, false);
+      return new RedisLockBackend(config.client as unknown as RedisLikeClient, false, name);
     const field = `backends.${name}`;
     const mod = await loadOptionalPackage<IoRedisModule & { default?: IoRedisModule }>(
       'ioredis',
@@ -66,11 +66,20 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     const Cluster = mod.Cluster ?? mod.default?.Cluster;
     if (config.clusterNodes) {
       return new RedisLockBackend(
-        new Cluster(config.clusterNodes, { ...config.clusterOptions }),
+        new Cluster(config.clusterNodes, {
+          redisOptions: { disconnectTimeout: 200 },
+          ...config.clusterOptions,
+        }),
         true,
+        name,
       );
     }
-    return new RedisLockBackend(new Redis(config.url!, { ...config.redisOptions }), true);
+    // disconnectTimeout: a dead server's socket never closes; do not hold the exit 2 s for it.
+    return new RedisLockBackend(
+      new Redis(config.url!, { disconnectTimeout: 200, ...config.redisOptions }),
+      true,
+      name,
+    );
   },
 };
 

@@ -2,6 +2,7 @@ import { LockConfigError } from '../../errors/lock.errors';
 import { loadOptionalPackage } from '../../core/optional-package';
 import type { BackendFactory } from '../backend-factory';
 import type { RedlockBackendConfig } from '../backend-config';
+import { logConnectionErrors } from '../redis/redis-client';
 import { RedlockLockBackend, type Redlock4, type RedlockNode } from './redlock.backend';
 
 const KEYS = new Set(['type', 'urls', 'clients', 'redisOptions', 'driftFactor', 'nodeTimeout']);
@@ -122,9 +123,8 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
             }),
         ),
       );
-      // Errors are expected while a node is down; the backend reports them per operation.
-      created.forEach((c) =>
-        (c as unknown as { on(e: string, cb: () => void): void }).on('error', () => undefined),
+      created.forEach((c, i) =>
+        logConnectionErrors(c, `redlock backend "${name}" node ${labels[i]}`),
       );
       nodes = created;
     }
