@@ -29,4 +29,10 @@ export type {
   LockMetrics,
 } from './lock.interfaces';
 export type { LockKeySource } from './core/key-template';
-export type { LockBackendConfig, MemoryBackendConfig } from './backends/backend-config';
+export type {
+  LockBackendConfig,
+  MemoryBackendConfig,
+  RedisBackendConfig,
+  RedlockBackendConfig,
+  ZookeeperBackendConfig,
+} from './backends/backend-config';

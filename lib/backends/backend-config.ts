@@ -2,7 +2,8 @@
  * Configuration of one backend, discriminated by `type`. Each backend folder contributes its
  * own member; backends other than `memory` arrive with their issues.
  */
-export type LockBackendConfig = MemoryBackendConfig | RedisBackendConfig | RedlockBackendConfig;
+export type LockBackendConfig =
+  MemoryBackendConfig | RedisBackendConfig | RedlockBackendConfig | ZookeeperBackendConfig;
 
 /** In-process backend: FIFO waiters, ttl and fence; for tests and single-instance apps. */
 export interface MemoryBackendConfig {
@@ -46,4 +47,27 @@ export interface RedlockBackendConfig {
   driftFactor?: number;
   /** Per-node bound, in ms, for connecting and for each command (default 2 000). */
   nodeTimeout?: number;
+}
+
+/**
+ * ZooKeeper (install `node-zookeeper-client`): fair (FIFO), session-bound locks with czxid
+ * fences. A lock lives as long as the session; `sessionTimeout` bounds how long a crashed or
+ * cut-off holder blocks others, and how long a holder may keep believing it holds after losing
+ * contact.
+ */
+export interface ZookeeperBackendConfig {
+  /** Discriminator. */
+  type: 'zookeeper';
+  /** `host:port[,host:port...][/chroot]`. */
+  connectionString: string;
+  /** Parent of all lock nodes (default `/nestjs-distributed-lock`). */
+  rootPath?: string;
+  /** Requested session timeout in ms (default 10 000; the server may clamp it to its min/max). */
+  sessionTimeout?: number;
+  /** Credentials added to the session, e.g. `[{ scheme: 'digest', credentials: 'user:password' }]`. */
+  auth?: Array<{ scheme: string; credentials: string }>;
+  /** ACL of created nodes: `'creator'` (default with `auth`: only that identity) or `'open'` (default without). */
+  acl?: 'open' | 'creator';
+  /** How long bootstrap waits for the first connection before going on in the background (default 15 000 ms). */
+  connectTimeout?: number;
 }

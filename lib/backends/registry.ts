@@ -8,4 +8,5 @@ export const BACKEND_FACTORIES: Record<string, () => Promise<BackendFactory<unkn
   memory: async () => (await import('./memory/memory.factory')).memoryBackendFactory,
   redis: async () => (await import('./redis/redis.factory')).redisBackendFactory,
   redlock: async () => (await import('./redlock/redlock.factory')).redlockBackendFactory,
+  zookeeper: async () => (await import('./zookeeper/zookeeper.factory')).zookeeperBackendFactory,
 };

@@ -1,0 +1,222 @@
+import { LockBackendError } from '../../errors/lock.errors';
+import { monotonicNow } from '../../core/clock';
+import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { encodeKey, nodePrefix, sortLockNodes, zxidToNumber } from './zk-paths';
+import type { ZkSession } from './zk-session';
+import { zkCode, type ZkModule } from './zk-types';
+
+/** Longest single wait on a predecessor's watch before re-reading the queue anyway. */
+const MAX_WATCH_WAIT_MS = 1_000;
+/** Attempts at creating our node when the connection drops or the key node vanishes. */
+const CREATE_ATTEMPTS = 5;
+
+/**
+ * `type: 'zookeeper'`: Curator's InterProcessMutex. Each acquisition creates an ephemeral
+ * sequential node `_c_<token>-lock-<seq>` under `<root>/<encoded key>`; the lowest sequence
+ * holds; every other waiter watches only its immediate predecessor (no herd), which makes the
+ * queue FIFO. The lock lives as long as the session: no ttl, no renewal write. Fence = the
+ * czxid of our node (zxids only grow, even when the key node is removed and recreated).
+ */
+export class ZookeeperLockBackend implements LockBackend {
+  readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+
+  /** Paths of the nodes this process holds, by `fullKey\0token`. */
+  private readonly held = new Map<string, { key: string; token: string; path: string }>();
+  private lostListener: (key: string, token: string, reason: string) => void = () => undefined;
+
+  constructor(
+    private readonly zk: ZkModule,
+    private readonly session: ZkSession,
+    private readonly rootPath: string,
+    private readonly acls: unknown[],
+    private readonly backendName: string,
+  ) {
+    session.hasHolders = () => this.held.size > 0;
+    session.onSessionLost((reason) => {
+      const lost = [...this.held.values()];
+      this.held.clear();
+      for (const { key, token } of lost) this.lostListener(key, token, reason);
+    });
+  }
+
+  async tryAcquire(key: string, token: string): Promise<LockGrant | null> {
+    const dir = this.dirOf(key);
+    const path = await this.createNode(dir, token);
+    const queue = sortLockNodes(await this.session.getChildren(dir));
+    if (queue[0] === basename(path)) return this.granted(key, token, path);
+    await this.removeQuietly(path); // one try: leave the queue again
+    return null;
+  }
+
+  async acquire(
+    key: string,
+    token: string,
+    _ttl: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<LockGrant | null> {
+    const dir = this.dirOf(key);
+    const deadline = monotonicNow() + waitMs;
+    const path = await this.createNode(dir, token);
+    const name = basename(path);
+    try {
+      for (;;) {
+        const queue = sortLockNodes(await this.session.getChildren(dir));
+        const index = queue.indexOf(name);
+        if (index < 0)
+          throw new LockBackendError(
+            this.backendName,
+            `our queue node ${path} disappeared (session lost?)`,
+          );
+        if (index === 0) return await this.granted(key, token, path);
+        const remaining = deadline - monotonicNow();
+        if (remaining <= 0 || signal.aborted) break;
+        await this.waitForDeletion(
+          `${dir}/${queue[index - 1]}`,
+          Math.min(remaining, MAX_WATCH_WAIT_MS),
+          signal,
+        );
+      }
+    } catch (err) {
+      await this.removeQuietly(path);
+      throw err;
+    }
+    await this.removeQuietly(path);
+    return null;
+  }
+
+  async extend(key: string, token: string): Promise<boolean> {
+    // Session-bound: "still ours" means our node still exists (and the session answered).
+    const path = await this.findNode(key, token);
+    return path !== undefined && (await this.session.exists(path)) !== null;
+  }
+
+  async release(key: string, token: string): Promise<boolean> {
+    const path = await this.findNode(key, token);
+    this.held.delete(slot(key, token));
+    if (path === undefined) return false;
+    try {
+      await this.session.remove(path);
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return false;
+      throw err;
+    }
+    // Tidy up an empty key node; a concurrent creator recreates it (see createNode).
+    await this.session.remove(this.dirOf(key)).catch(() => undefined);
+    return true;
+  }
+
+  async isLocked(key: string): Promise<boolean> {
+    try {
+      return sortLockNodes(await this.session.getChildren(this.dirOf(key))).length > 0;
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return false;
+      throw err;
+    }
+  }
+
+  onLost(listener: (key: string, token: string, reason: string) => void): void {
+    this.lostListener = listener;
+  }
+
+  async close(): Promise<void> {
+    this.held.clear();
+    await this.session.close();
+  }
+
+  private dirOf(key: string): string {
+    return `${this.rootPath}/${encodeKey(key)}`;
+  }
+
+  private async granted(key: string, token: string, path: string): Promise<LockGrant> {
+    // The client has no create2, so the czxid costs one exists().
+    const stat = await this.session.exists(path);
+    if (!stat)
+      throw new LockBackendError(
+        this.backendName,
+        `granted node ${path} vanished before it could be read`,
+      );
+    this.held.set(slot(key, token), { key, token, path });
+    return { fence: zxidToNumber(stat.czxid), grantedAt: monotonicNow() };
+  }
+
+  /**
+   * Creates our queue node. If the key node is missing, create it and retry. If the connection
+   * drops mid-request, the create may have happened: look for our protected `_c_<token>-` node
+   * before trying again, so no orphan node ever blocks the queue.
+   */
+  private async createNode(dir: string, token: string): Promise<string> {
+    let lastError: unknown;
+    for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
+      try {
+        return await this.session.create(
+          `${dir}/${nodePrefix(token)}`,
+          this.acls,
+          this.zk.CreateMode.EPHEMERAL_SEQUENTIAL,
+        );
+      } catch (err) {
+        lastError = err;
+        if (zkCode(err) === this.zk.Exception.NO_NODE) {
+          await this.session.mkdirp(dir, this.acls).catch((e: unknown) => {
+            if (zkCode(e) !== this.zk.Exception.NODE_EXISTS) throw e;
+          });
+          continue;
+        }
+        if (!this.session.isConnectionError(err)) throw err;
+        const existing = await this.findInDir(dir, token).catch(() => undefined);
+        if (existing) return existing;
+      }
+    }
+    throw lastError;
+  }
+
+  private async findNode(key: string, token: string): Promise<string | undefined> {
+    return this.held.get(slot(key, token))?.path ?? (await this.findInDir(this.dirOf(key), token));
+  }
+
+  private async findInDir(dir: string, token: string): Promise<string | undefined> {
+    let children: string[];
+    try {
+      children = await this.session.getChildren(dir);
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return undefined;
+      throw err;
+    }
+    const name = children.find((c) => c.startsWith(nodePrefix(token)));
+    return name === undefined ? undefined : `${dir}/${name}`;
+  }
+
+  /** Resolves when `path` is deleted (watch), after `maxMs`, or on abort. */
+  private waitForDeletion(path: string, maxMs: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let done = false;
+      const finish = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal.removeEventListener('abort', finish);
+        resolve();
+      };
+      const timer = setTimeout(finish, maxMs);
+      signal.addEventListener('abort', finish, { once: true });
+      this.session
+        .exists(path, () => finish())
+        .then(
+          (stat) => stat === null && finish(), // already gone: re-read the queue now
+          () => finish(),
+        );
+    });
+  }
+
+  private async removeQuietly(path: string): Promise<void> {
+    await this.session.remove(path).catch(() => undefined);
+  }
+}
+
+function slot(key: string, token: string): string {
+  return `${key}\u0000${token}`;
+}
+
+function basename(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}

@@ -1,0 +1,107 @@
+import { LockConfigError } from '../../errors/lock.errors';
+import { loadOptionalPackage } from '../../core/optional-package';
+import type { BackendFactory } from '../backend-factory';
+import type { ZookeeperBackendConfig } from '../backend-config';
+import { ZkSession } from './zk-session';
+import type { ZkModule } from './zk-types';
+import { ZookeeperLockBackend } from './zookeeper.backend';
+
+const KEYS = new Set([
+  'type',
+  'connectionString',
+  'rootPath',
+  'sessionTimeout',
+  'auth',
+  'acl',
+  'connectTimeout',
+]);
+const DEFAULT_ROOT = '/nestjs-distributed-lock';
+const DEFAULT_SESSION_TIMEOUT_MS = 10_000;
+const DEFAULT_CONNECT_TIMEOUT_MS = 15_000;
+
+/** `type: 'zookeeper'`. */
+export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
+  validate(config, field) {
+    for (const name of Object.keys(config)) {
+      if (!KEYS.has(name))
+        throw new LockConfigError(`${field}.${name}`, 'unknown option for a zookeeper backend');
+    }
+    const cs = config.connectionString;
+    if (typeof cs !== 'string' || !/^[^\s,/]+(,[^\s,/]+)*(\/\S*)?$/.test(cs)) {
+      throw new LockConfigError(
+        `${field}.connectionString`,
+        'must be "host:port[,host:port...][/chroot]"',
+      );
+    }
+    const root = config.rootPath;
+    if (
+      root !== undefined &&
+      (typeof root !== 'string' || !/^(\/[^/\s]+)+$/.test(root) || /\/\.\.?(\/|$)/.test(root))
+    ) {
+      throw new LockConfigError(
+        `${field}.rootPath`,
+        'must be an absolute znode path such as "/locks" (no trailing "/", no "." or "..")',
+      );
+    }
+    for (const opt of ['sessionTimeout', 'connectTimeout'] as const) {
+      const v = config[opt];
+      if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) {
+        throw new LockConfigError(`${field}.${opt}`, 'must be a positive number of milliseconds');
+      }
+    }
+    if (config.auth !== undefined) {
+      if (!Array.isArray(config.auth))
+        throw new LockConfigError(`${field}.auth`, 'must be an array of { scheme, credentials }');
+      config.auth.forEach((a: unknown, i: number) => {
+        const entry = a as { scheme?: unknown; credentials?: unknown } | null;
+        if (
+          typeof entry?.scheme !== 'string' ||
+          typeof entry.credentials !== 'string' ||
+          !entry.scheme ||
+          !entry.credentials
+        ) {
+          throw new LockConfigError(
+            `${field}.auth[${i}]`,
+            'must be { scheme: "digest", credentials: "user:password" }',
+          );
+        }
+      });
+    }
+    if (config.acl !== undefined && config.acl !== 'open' && config.acl !== 'creator') {
+      throw new LockConfigError(`${field}.acl`, "must be 'open' or 'creator'");
+    }
+    if (config.acl === 'creator' && !config.auth?.length) {
+      throw new LockConfigError(
+        `${field}.acl`,
+        "'creator' needs auth credentials (the creator is the authenticated identity)",
+      );
+    }
+  },
+
+  async create(config, name) {
+    const field = `backends.${name}`;
+    const mod = await loadOptionalPackage<ZkModule & { default?: ZkModule }>(
+      'node-zookeeper-client',
+      field,
+      'the zookeeper backend',
+    );
+    const zk: ZkModule = typeof mod.createClient === 'function' ? mod : mod.default!;
+    const rootPath = config.rootPath ?? DEFAULT_ROOT;
+    const auth = config.auth ?? [];
+    // With credentials, lock nodes default to "creator only": a client without them can
+    // neither create nor delete nodes under the lock root.
+    const acls =
+      (config.acl ?? (auth.length ? 'creator' : 'open')) === 'creator'
+        ? zk.ACL.CREATOR_ALL_ACL
+        : zk.ACL.OPEN_ACL_UNSAFE;
+    const session = new ZkSession(zk, {
+      connectionString: config.connectionString,
+      sessionTimeout: config.sessionTimeout ?? DEFAULT_SESSION_TIMEOUT_MS,
+      auth,
+      probePath: '/',
+      label: `zookeeper backend "${name}"`,
+    });
+    await session.start(config.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS);
+    return new ZookeeperLockBackend(zk, session, rootPath, acls, name);
+  },
+};
