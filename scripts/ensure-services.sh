@@ -5,7 +5,9 @@
 #   redis      redis-server + redis-cli on PATH (the test harness starts extra nodes itself,
 #              see test/support/redis-servers.ts) and a Redis answering on 127.0.0.1:6379
 #              (ENSURE_REDIS_PORT overrides the port, for trying this script out).
-#   zookeeper, postgres, mariadb: hooks below, not implemented yet.
+#   zookeeper  the Debian package zookeeper (/usr/share/java/zookeeper.jar) and java; no server
+#              is started here: tests start their own (see test/support/zk-servers.ts).
+#   postgres, mariadb: hooks below, not implemented yet.
 set -euo pipefail
 
 STATE_DIR="${TMPDIR:-/tmp}/nestjs-distributed-lock-services"
@@ -72,14 +74,34 @@ ensure_redis() {
   fi
 }
 
-# --- Hooks for later backends (not implemented yet) --------------------------------------------
+# --- ZooKeeper ---------------------------------------------------------------------------------
 
-# HOOK(zookeeper): Debian package `zookeeper` (apt_install zookeeper zookeeper); to check that
-# `echo ruok | nc -N 127.0.0.1 2181` prints imok and start a server otherwise (see the
-# ZooKeeper section of the testing design notes for zoo.cfg and the java command line).
+ZK_JAR=/usr/share/java/zookeeper.jar
+
+zookeeper_version() { dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo "?"; }
+java_version() { java -version 2>&1 | sed -n '1s/.*version "\([^"]*\)".*/\1/p'; }
+
+# Tests start their own ZooKeeper servers (java ... QuorumPeerMain, see test/support/zk-servers.ts),
+# so this only makes sure the server jar (Debian package zookeeper, 3.8.x) and java are there.
 ensure_zookeeper() {
-  echo "zookeeper: not checked (hook not implemented yet)"
+  local how="found"
+  if [[ ! -f "$ZK_JAR" ]]; then
+    apt_install zookeeper zookeeper
+    how="installed"
+  fi
+  if ! command -v java >/dev/null; then
+    apt_install zookeeper default-jre-headless
+    how="installed"
+  fi
+  if [[ ! -f "$ZK_JAR" ]] || ! command -v java >/dev/null; then
+    echo "zookeeper: $ZK_JAR or java still missing after installing the package zookeeper" >&2
+    exit 1
+  fi
+  echo "zookeeper: $how zookeeper $(zookeeper_version) ($ZK_JAR), java $(java_version);" \
+    "tests start their own servers"
 }
+
+# --- Hooks for later backends (not implemented yet) --------------------------------------------
 
 # HOOK(postgres): to install PostgreSQL and ensure a server with the test database.
 ensure_postgres() {

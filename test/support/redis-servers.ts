@@ -1,22 +1,26 @@
 // Throwaway redis-server processes for tests: single nodes (Redlock, restarts) and small Redis
 // Clusters, each on its own port and temp dir, never outliving the process that started them.
 // Node built-ins only; needs `redis-server` and `redis-cli` on PATH (scripts/ensure-services.sh).
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import {
-  closeSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  statSync,
-} from 'node:fs';
-import { createConnection, createServer, type Socket } from 'node:net';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runInThisContext } from 'node:vm';
+import {
+  fileSize,
+  findFreePort,
+  HOST,
+  logTail,
+  processWide,
+  sleep,
+  spawnTracked,
+  stopTracked,
+  trackDir,
+  type TrackedProcess,
+} from './child-processes';
 
-const HOST = '127.0.0.1' as const;
+export { findFreePort } from './child-processes';
+
 const READY_TIMEOUT_MS = 10_000;
 const REBIND_TIMEOUT_MS = 5_000;
 const STOP_GRACE_MS = 5_000;
@@ -48,120 +52,9 @@ export interface RedisClusterHandle {
   stop(): Promise<void>;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Process-wide bookkeeping. Jest gives every test file its own copy of `process` whose 'exit'
-// event never fires, so the state and the exit hook live on the real process object (reached
-// through the main V8 context), shared by every test file the process runs.
-
-interface SharedState {
-  /** redis-server children still running. */
-  children: Set<ChildProcess>;
-  /** Node dirs not yet removed. */
-  dirs: Set<string>;
-  /** Every node not yet stopped, for stopAll(). */
-  nodes: Set<RedisNode>;
-  /** Kills registered pids when this process dies, however it dies (see startWatchdog). */
-  watchdog?: ChildProcess;
-}
-
-const STATE_KEY = Symbol.for('nestjs-distributed-lock/test/redis-servers');
-
-/** The Node process itself, not Jest's per-file copy of it. */
-function realProcess(): NodeJS.Process {
-  try {
-    const candidate: unknown = runInThisContext('process');
-    if (typeof candidate === 'object' && candidate !== null && 'pid' in candidate) {
-      return candidate as NodeJS.Process;
-    }
-  } catch {
-    // not reachable: fall back to the global one
-  }
-  return process;
-}
-
-function shared(): SharedState {
-  const host = realProcess();
-  const slot = host as unknown as Record<symbol, SharedState | undefined>;
-  const existing = slot[STATE_KEY];
-  if (existing) return existing;
-  const state: SharedState = { children: new Set(), dirs: new Set(), nodes: new Set() };
-  slot[STATE_KEY] = state;
-  host.on('exit', () => {
-    for (const child of state.children) {
-      try {
-        child.kill('SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    for (const dir of state.dirs) {
-      try {
-        rmSync(dir, { recursive: true, force: true });
-      } catch {
-        // best effort
-      }
-    }
-  });
-  return state;
-}
-
-// A tiny Node process reading "+pid N" / "-pid N" / "+dir D" / "-dir D" lines on stdin. Its stdin
-// closes when this process dies, even by SIGKILL or when Jest force-kills a worker (neither runs
-// 'exit' handlers); it then SIGKILLs the pids still registered (checking /proc that each is still
-// a redis-server) and removes the dirs.
-const WATCHDOG_SOURCE = `
-const fs = require('fs');
-const sets = { pid: new Set(), dir: new Set() };
-let buf = '';
-for (const s of ['SIGINT', 'SIGHUP']) process.on(s, () => {});
-const isRedis = (pid) => {
-  if (!fs.existsSync('/proc/self/comm')) return true;
-  try { return fs.readFileSync('/proc/' + pid + '/comm', 'utf8').startsWith('redis-server'); }
-  catch { return false; }
-};
-const finish = () => {
-  for (const pid of sets.pid) {
-    if (isRedis(Number(pid))) { try { process.kill(Number(pid), 'SIGKILL'); } catch {} }
-  }
-  for (const dir of sets.dir) { try { fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 }); } catch {} }
-  process.exit(0);
-};
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (d) => {
-  const lines = (buf + d).split('\\n');
-  buf = lines.pop();
-  for (const line of lines) {
-    const m = /^([+-])(pid|dir) (.+)$/.exec(line);
-    if (m) { if (m[1] === '+') sets[m[2]].add(m[3]); else sets[m[2]].delete(m[3]); }
-  }
-});
-process.stdin.on('end', finish);
-process.stdin.on('error', finish);
-`;
-
-/** Tells the watchdog to take care of (`+`) or forget (`-`) a pid or a dir. */
-function watchdogSay(op: '+' | '-', kind: 'pid' | 'dir', value: string | number): void {
-  const state = shared();
-  if (!state.watchdog || state.watchdog.exitCode !== null || state.watchdog.signalCode !== null) {
-    const wd = spawn(process.execPath, ['-e', WATCHDOG_SOURCE], {
-      stdio: ['pipe', 'ignore', 'ignore'],
-      detached: false,
-    });
-    wd.on('error', () => undefined);
-    wd.stdin?.on('error', () => undefined);
-    (wd.stdin as Socket | null)?.unref();
-    wd.unref();
-    state.watchdog = wd;
-  }
-  state.watchdog.stdin?.write(`${op}${kind} ${value}\n`);
-}
-
-/** Registers (or forgets) a node dir, removed at exit if still there. */
-function trackDir(dir: string, track: boolean): void {
-  const state = shared();
-  if (track) state.dirs.add(dir);
-  else state.dirs.delete(dir);
-  watchdogSay(track ? '+' : '-', 'dir', dir);
+/** Every node not yet stopped, for stopAll(): shared by every copy of this module in the process. */
+function liveNodes(): Set<RedisNode> {
+  return processWide('nestjs-distributed-lock/test/redis-servers', () => new Set<RedisNode>());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,53 +118,7 @@ export function redisCommand(port: number, ...args: (string | number)[]): Promis
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ports.
-
-function tryListen(port: number): Promise<number | undefined> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', () => resolve(undefined));
-    server.listen({ port, host: HOST, exclusive: true }, () => {
-      const address = server.address();
-      const bound = typeof address === 'object' && address !== null ? address.port : undefined;
-      server.close(() => resolve(bound));
-    });
-  });
-}
-
-function ephemeralRangeStart(): number {
-  try {
-    const start = Number(
-      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0],
-    );
-    return Number.isInteger(start) && start > 0 ? start : 32768;
-  } catch {
-    return 32768;
-  }
-}
-
-/**
- * A port free on 127.0.0.1 right now (checked by binding a server to it, then closing it).
- * Prefers ports just below the kernel's ephemeral range, which outgoing connections never take,
- * so a stopped node's port stays free for its restart; falls back to port 0 (any free port).
- */
-export async function findFreePort(): Promise<number> {
-  const start = ephemeralRangeStart();
-  const span = Math.min(10_000, start - 1025);
-  for (let attempt = 0; attempt < 20 && span > 0; attempt++) {
-    const port = await tryListen(start - 1 - Math.floor(Math.random() * span));
-    if (port !== undefined) return port;
-  }
-  const port = await tryListen(0);
-  if (port === undefined) throw new Error('findFreePort: cannot bind any port on 127.0.0.1');
-  return port;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Processes.
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A redis-server failing to start; `addressInUse` when it could not bind its port(s). */
 class RedisStartError extends Error {
@@ -284,34 +131,8 @@ class RedisStartError extends Error {
   }
 }
 
-interface Running {
-  child: ChildProcess;
-  exited: Promise<void>;
-  alive: boolean;
-  /** How it ended, once it has. */
-  outcome?: string;
-}
-
-function logTail(file: string, from: number, lines = 20): string {
-  try {
-    const text = readFileSync(file).subarray(from).toString('utf8').trimEnd();
-    return text ? text.split('\n').slice(-lines).join('\n') : '(log empty)';
-  } catch {
-    return '(no log)';
-  }
-}
-
-function fileSize(file: string): number {
-  try {
-    return statSync(file).size;
-  } catch {
-    return 0;
-  }
-}
-
 /** Spawns redis-server once and waits until it, and not some other process, answers PING. */
-async function launch(port: number, args: readonly string[], dir: string): Promise<Running> {
-  const state = shared();
+async function launch(port: number, args: readonly string[], dir: string): Promise<TrackedProcess> {
   const logFile = join(dir, 'redis.log');
   const logFrom = fileSize(logFile);
   const argv = [
@@ -329,40 +150,14 @@ async function launch(port: number, args: readonly string[], dir: string): Promi
     dir,
     ...args,
   ];
-  const fd = openSync(logFile, 'a');
-  let child: ChildProcess;
-  try {
-    child = spawn('redis-server', argv, { cwd: dir, stdio: ['ignore', fd, fd], detached: false });
-  } finally {
-    closeSync(fd); // the child has its own copy
-  }
-  child.unref(); // a forgotten node must not keep the test process alive; it dies with it
+  const running = spawnTracked('redis-server', argv, {
+    cwd: dir,
+    logFile,
+    comm: 'redis-server',
+    missingHint: 'is the Debian package redis-server installed? (see scripts/ensure-services.sh)',
+  });
+  const { child } = running;
   const pid = child.pid;
-  let markExited: () => void = () => undefined;
-  const running: Running = {
-    child,
-    alive: true,
-    exited: new Promise<void>((resolve) => (markExited = resolve)),
-  };
-  const done = (outcome: string): void => {
-    if (!running.alive) return;
-    running.alive = false;
-    running.outcome = outcome;
-    state.children.delete(child);
-    if (pid !== undefined) watchdogSay('-', 'pid', pid);
-    markExited();
-  };
-  child.once('exit', (code, signal) => done(signal ? `killed by ${signal}` : `exit code ${code}`));
-  child.once('error', (error) =>
-    done(
-      `${error.message}: is the Debian package redis-server installed? ` +
-        '(see scripts/ensure-services.sh)',
-    ),
-  );
-  if (pid !== undefined) {
-    state.children.add(child);
-    watchdogSay('+', 'pid', pid);
-  }
 
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
@@ -404,7 +199,7 @@ async function launchOnFixedPort(
   port: number,
   args: readonly string[],
   dir: string,
-): Promise<Running> {
+): Promise<TrackedProcess> {
   const deadline = Date.now() + REBIND_TIMEOUT_MS;
   for (;;) {
     try {
@@ -426,17 +221,17 @@ interface Plan {
 class ManagedRedisNode implements RedisNode {
   readonly host = HOST;
   readonly url: string;
-  private running: Running | undefined;
+  private running: TrackedProcess | undefined;
 
   constructor(
     readonly port: number,
     readonly dir: string,
     private readonly args: readonly string[],
-    running: Running,
+    running: TrackedProcess,
   ) {
     this.url = `redis://${HOST}:${port}`;
     this.running = running;
-    shared().nodes.add(this);
+    liveNodes().add(this);
   }
 
   pid(): number | undefined {
@@ -447,26 +242,21 @@ class ManagedRedisNode implements RedisNode {
     await this.kill(signal);
     rmSync(this.dir, { recursive: true, force: true });
     trackDir(this.dir, false);
-    shared().nodes.delete(this);
+    liveNodes().delete(this);
   }
 
   async restart(): Promise<void> {
     await this.kill('SIGTERM');
     mkdirSync(this.dir, { recursive: true }); // after stop() the dir is gone: start afresh
     trackDir(this.dir, true);
-    shared().nodes.add(this);
+    liveNodes().add(this);
     this.running = await launchOnFixedPort(this.port, this.args, this.dir);
   }
 
   private async kill(signal: NodeJS.Signals): Promise<void> {
     const running = this.running;
     this.running = undefined;
-    if (!running?.alive) return;
-    running.child.ref(); // keep the event loop alive until the exit is seen
-    running.child.kill(signal);
-    const force = setTimeout(() => running.child.kill('SIGKILL'), STOP_GRACE_MS);
-    await running.exited;
-    clearTimeout(force);
+    if (running) await stopTracked(running, signal, STOP_GRACE_MS);
   }
 }
 
@@ -625,5 +415,5 @@ export async function startRedisCluster(masters = 3): Promise<RedisClusterHandle
 
 /** Stops every node this process started and has not stopped yet (a safety net for afterAll). */
 export async function stopAll(): Promise<void> {
-  await Promise.all([...shared().nodes].map((n) => n.stop()));
+  await Promise.all([...liveNodes()].map((n) => n.stop()));
 }

@@ -152,8 +152,10 @@ export class ZkSession {
       spinDelay: 100,
       retries: 0,
     });
-    for (const { scheme, credentials } of this.options.auth)
+    guardPacketParser(client);
+    for (const { scheme, credentials } of this.options.auth) {
       client.addAuthInfo(scheme, Buffer.from(credentials));
+    }
     this.ready = new Promise<void>((resolve) => client.once('connected', () => resolve()));
     this.ready.catch(() => undefined);
     client.on('state', (state) => {
@@ -216,4 +218,39 @@ export class ZkSession {
     );
     this.checkTimer.unref();
   }
+}
+
+/** The connection manager internals touched by {@link guardPacketParser} (1.1.x). */
+interface ConnectionManagerInternals {
+  pendingBuffer: Buffer | null;
+  socket?: { destroy(): void };
+  onSocketData(buffer: Buffer): void;
+  onSocketConnected(...args: unknown[]): void;
+}
+
+/**
+ * Works around a node-zookeeper-client 1.1.x defect: the buffer holding a partly received
+ * packet is never cleared when the socket drops, so after a reconnect the new server's bytes
+ * are glued to stale ones, misparsed, and the parser throws from a socket handler (an uncaught
+ * exception that would crash the app). Clear it on every new socket, and turn a parse failure
+ * into a reconnect instead of a crash.
+ */
+function guardPacketParser(client: ZkClient): void {
+  const manager = (client as unknown as { connectionManager?: ConnectionManagerInternals })
+    .connectionManager;
+  if (!manager || typeof manager.onSocketData !== 'function') return;
+  const parse = manager.onSocketData;
+  const connected = manager.onSocketConnected;
+  manager.onSocketConnected = function (this: ConnectionManagerInternals, ...args: unknown[]) {
+    this.pendingBuffer = null;
+    return connected.apply(this, args);
+  };
+  manager.onSocketData = function (this: ConnectionManagerInternals, buffer: Buffer) {
+    try {
+      parse.call(this, buffer);
+    } catch {
+      this.pendingBuffer = null;
+      this.socket?.destroy(); // the client reconnects and resumes the session
+    }
+  };
 }

@@ -1,5 +1,6 @@
 import { LockBackendError } from '../../errors/lock.errors';
 import { monotonicNow } from '../../core/clock';
+import { sleep } from '../../core/timers';
 import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
 import { encodeKey, nodePrefix, sortLockNodes, zxidToNumber } from './zk-paths';
 import type { ZkSession } from './zk-session';
@@ -9,6 +10,8 @@ import { zkCode, type ZkModule } from './zk-types';
 const MAX_WATCH_WAIT_MS = 1_000;
 /** Attempts at creating our node when the connection drops or the key node vanishes. */
 const CREATE_ATTEMPTS = 5;
+/** Pause between attempts while the ensemble does not answer a queued waiter. */
+const OUTAGE_RETRY_MS = 250;
 
 /**
  * `type: 'zookeeper'`: Curator's InterProcessMutex. Each acquisition creates an ephemeral
@@ -57,32 +60,36 @@ export class ZookeeperLockBackend implements LockBackend {
   ): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const deadline = monotonicNow() + waitMs;
-    const path = await this.createNode(dir, token);
-    const name = basename(path);
+    let path: string | undefined;
     try {
       for (;;) {
-        const queue = sortLockNodes(await this.session.getChildren(dir));
-        const index = queue.indexOf(name);
-        if (index < 0)
-          throw new LockBackendError(
-            this.backendName,
-            `our queue node ${path} disappeared (session lost?)`,
-          );
-        if (index === 0) return await this.granted(key, token, path);
         const remaining = deadline - monotonicNow();
-        if (remaining <= 0 || signal.aborted) break;
-        await this.waitForDeletion(
-          `${dir}/${queue[index - 1]}`,
-          Math.min(remaining, MAX_WATCH_WAIT_MS),
-          signal,
-        );
+        try {
+          path ??= await this.createNode(dir, token);
+          const queue = sortLockNodes(await this.session.getChildren(dir));
+          const index = queue.indexOf(basename(path));
+          if (index === 0) {
+            const grant = await this.granted(key, token, path);
+            path = undefined; // ours now: not to be removed below
+            return grant;
+          }
+          if (remaining <= 0 || signal.aborted) return null;
+          if (index < 0) {
+            // Our node is gone (the session was replaced): queue again.
+            path = undefined;
+            continue;
+          }
+          const predecessor = `${dir}/${queue[index - 1]}`;
+          await this.waitForDeletion(predecessor, Math.min(remaining, MAX_WATCH_WAIT_MS), signal);
+        } catch (err) {
+          // An outage while queued: keep our place if the session survives, until the deadline.
+          if (!this.session.isConnectionError(err) || remaining <= 0 || signal.aborted) throw err;
+          await sleep(Math.min(remaining, OUTAGE_RETRY_MS), signal);
+        }
       }
-    } catch (err) {
-      await this.removeQuietly(path);
-      throw err;
+    } finally {
+      if (path !== undefined) await this.removeQuietly(path);
     }
-    await this.removeQuietly(path);
-    return null;
   }
 
   async extend(key: string, token: string): Promise<boolean> {

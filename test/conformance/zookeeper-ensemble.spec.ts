@@ -1,0 +1,22 @@
+import { startZkEnsemble } from '../support/zk-servers';
+import { runLockConformance } from './lock-conformance';
+
+// A 3-node ZooKeeper ensemble of its own; clients get every node in the connection string.
+runLockConformance({
+  name: 'zookeeper (3-node ensemble)',
+  setup: async () => {
+    const ensemble = await startZkEnsemble(3);
+    return {
+      config: {
+        type: 'zookeeper',
+        connectionString: ensemble.connectString,
+        sessionTimeout: 4_000,
+      },
+      teardown: () => ensemble.stop(),
+    };
+  },
+  fencing: true,
+  leaseBased: false,
+  shortTtl: 600,
+  sharedAcrossApps: true,
+});

@@ -1,0 +1,18 @@
+import { startZkStandalone } from '../support/zk-servers';
+import { runLockConformance } from './lock-conformance';
+
+// A standalone ZooKeeper server of its own (java process, temp data dir).
+runLockConformance({
+  name: 'zookeeper (standalone)',
+  setup: async () => {
+    const zk = await startZkStandalone();
+    return {
+      config: { type: 'zookeeper', connectionString: zk.connectString, sessionTimeout: 4_000 },
+      teardown: () => zk.destroy(),
+    };
+  },
+  fencing: true,
+  leaseBased: false,
+  shortTtl: 600,
+  sharedAcrossApps: true,
+});

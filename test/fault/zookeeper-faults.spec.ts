@@ -1,0 +1,239 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LockLostError } from '../../lib/errors/lock.errors';
+import type { Lock, LockModuleOptions } from '../../lib/lock.interfaces';
+import { checkHistory, HistoryRecorder, readHistory } from '../support/history';
+import type { HoldArgs } from '../support/hold-worker';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { startTcpProxy } from '../support/tcp-proxy';
+import { startZkEnsemble, startZkStandalone, stopAllZk } from '../support/zk-servers';
+
+const SESSION_MS = 3_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const now = () => performance.now();
+const zkOptions = (connectionString: string): LockModuleOptions => ({
+  backends: { zk: { type: 'zookeeper', connectionString, sessionTimeout: SESSION_MS } },
+});
+
+afterAll(() => stopAllZk());
+
+async function startHolder(args: HoldArgs) {
+  const root = process.cwd();
+  const child = spawn(
+    process.execPath,
+    [
+      '-r',
+      join(root, 'scripts/ts-register.cjs'),
+      join(root, 'test/support/hold-worker.ts'),
+      JSON.stringify(args),
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const held = await new Promise<{ token: string; fence: number | null }>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) =>
+      resolve(JSON.parse(d.toString().split('\n')[0]) as { token: string; fence: number }),
+    );
+    child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { child, held, exited };
+}
+
+describe('zookeeper faults', () => {
+  it('a holder killed with SIGKILL: a waiter acquires within sessionTimeout + 1 s', async () => {
+    const zk = await startZkStandalone();
+    const options = zkOptions(zk.connectString);
+    const holder = await startHolder({ options, key: 'victim', ttl: 30_000 });
+    const t = await createLockApp(options);
+    try {
+      expect(await t.locks.tryAcquire('victim')).toBeNull();
+      holder.child.kill('SIGKILL');
+      await holder.exited;
+      const killedAt = now();
+      const lock = await t.locks.acquire('victim', { waitTimeout: SESSION_MS + 5_000 });
+      expect(now() - killedAt).toBeLessThanOrEqual(SESSION_MS + 1_000);
+      expect(lock.fence).toBeGreaterThan(holder.held.fence!);
+      await lock.release();
+    } finally {
+      await t.close();
+      await zk.destroy();
+    }
+  }, 60_000);
+
+  it('SIGSTOP of the server: the holder’s signal aborts within sessionTimeout + 1 s, before anyone else is granted', async () => {
+    const zk = await startZkStandalone();
+    const a = await createLockApp(zkOptions(zk.connectString));
+    const b = await createLockApp(zkOptions(zk.connectString));
+    try {
+      const held = await a.locks.acquire('frozen');
+      let abortedAt = Infinity;
+      held.signal.addEventListener('abort', () => (abortedAt = now()));
+      let grantedAt = Infinity;
+      const waiter = b.locks.acquire('frozen', { waitTimeout: 30_000 }).then((l) => {
+        grantedAt = now();
+        return l;
+      });
+      await sleep(300); // B is queued behind A
+      zk.pause();
+      const pausedAt = now();
+      await sleep(SESSION_MS + 1_500);
+      expect(abortedAt - pausedAt).toBeLessThanOrEqual(SESSION_MS + 1_000);
+      expect(held.signal.reason).toBeInstanceOf(LockLostError);
+      expect(held.isHeld()).toBe(false);
+      zk.resume();
+      const lock = await waiter;
+      expect(grantedAt).toBeGreaterThan(abortedAt);
+      await lock.release();
+    } finally {
+      zk.resume();
+      await a.close();
+      await b.close();
+      await zk.destroy();
+    }
+  }, 60_000);
+
+  it('ensemble leader killed while locks are held and waiters queue: never two holders; the queue proceeds', async () => {
+    const ensemble = await startZkEnsemble(3);
+    const dir = mkdtempSync(join(tmpdir(), 'zk-leader-'));
+    const apps: LockTestApp[] = [];
+    try {
+      for (let i = 0; i < 4; i++)
+        apps.push(
+          await createLockApp({
+            backends: {
+              zk: {
+                type: 'zookeeper',
+                connectionString: ensemble.connectString,
+                sessionTimeout: 6_000,
+              },
+            },
+          }),
+        );
+      let stop = false;
+      let sections = 0;
+      const files = apps.map((_, i) => join(dir, `w${i}.jsonl`));
+      const workers = apps.map(async (app, i) => {
+        const rec = new HistoryRecorder(files[i], `w${i}`);
+        while (!stop) {
+          await app.locks
+            .withLock(
+              'shared',
+              async (lock: Lock) => {
+                rec.acq('shared', lock.token, lock.fence);
+                let releasing = false;
+                lock.signal.addEventListener(
+                  'abort',
+                  () => !releasing && rec.lost('shared', lock.token, String(lock.signal.reason)),
+                );
+                await sleep(20 + Math.random() * 30);
+                sections++;
+                releasing = true;
+                rec.rel('shared', lock.token);
+              },
+              { waitTimeout: 20_000 },
+            )
+            .catch(() => sleep(100)); // an acquire that failed during the election: try again
+        }
+        rec.close();
+      });
+      await sleep(1_500);
+      const before = sections;
+      const leader = await ensemble.leader();
+      await leader.stop('SIGKILL');
+      await sleep(6_000);
+      const during = sections;
+      await sleep(2_000);
+      stop = true;
+      await Promise.all(workers);
+      expect(before).toBeGreaterThan(0);
+      expect(sections).toBeGreaterThan(during); // the queue moves again after re-election
+      const result = checkHistory(readHistory(files));
+      expect(result.violations).toEqual([]);
+    } finally {
+      for (const app of apps) await app.close();
+      await ensemble.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it('connection cut right after a create reaches the server: no orphan node, no deadlock', async () => {
+    const zk = await startZkStandalone();
+    const proxy = await startTcpProxy(zk.clientPort);
+    const t = await createLockApp(zkOptions(proxy.address));
+    const other = await createLockApp(zkOptions(zk.connectString));
+    try {
+      let cut = 0;
+      proxy.onClientData((chunk) => {
+        // ZooKeeper request framing: length(4) xid(4) type(4); type 1 = create.
+        if (cut === 0 && chunk.length >= 12 && chunk.readInt32BE(8) === 1) {
+          cut++;
+          return 'forward-then-cut';
+        }
+        return 'forward';
+      });
+      const outcome = await t.locks.acquire('cut', { waitTimeout: 10_000 }).then(
+        (lock) => ({ lock }),
+        (error: unknown) => ({ error }),
+      );
+      expect(cut).toBe(1);
+      if ('lock' in outcome) {
+        expect(outcome.lock.isHeld()).toBe(true);
+        await outcome.lock.release();
+      } else {
+        expect(outcome.error).toMatchObject({ code: expect.stringMatching(/^LOCK_/) });
+      }
+      // Nothing left behind: another client gets the key at once, and no node remains.
+      const next = await other.locks.acquire('cut', { waitTimeout: 2_000 });
+      await next.release();
+      expect(await other.locks.isLocked('cut')).toBe(false);
+    } finally {
+      proxy.onClientData(null);
+      await t.close();
+      await other.close();
+      await proxy.close();
+      await zk.destroy();
+    }
+  }, 60_000);
+
+  it('FIFO: waiters are granted in the order they queued', async () => {
+    const zk = await startZkStandalone();
+    const apps: LockTestApp[] = [];
+    try {
+      for (let i = 0; i < 5; i++) apps.push(await createLockApp(zkOptions(zk.connectString)));
+      const holder = await apps[0].locks.acquire('fifo');
+      const order: number[] = [];
+      const waiters: Promise<void>[] = [];
+      for (let i = 1; i < apps.length; i++) {
+        const queued = new Promise<void>((resolve) => {
+          const off = apps[i].locks.on('contended', () => {
+            off();
+            resolve();
+          });
+        });
+        waiters.push(
+          apps[i].locks.withLock(
+            'fifo',
+            async () => {
+              order.push(i);
+              await sleep(20);
+            },
+            { waitTimeout: 20_000 },
+          ),
+        );
+        await queued;
+        await sleep(150); // its queue node exists before the next one queues
+      }
+      await holder.release();
+      await Promise.all(waiters);
+      expect(order).toEqual([1, 2, 3, 4]);
+    } finally {
+      for (const app of apps) await app.close();
+      await zk.destroy();
+    }
+  }, 60_000);
+});
