@@ -177,6 +177,14 @@ export class ZkSession {
     client.connect();
   }
 
+  /**
+   * Gives up on the current session (held nodes are lost) and starts a new one. Used when a node
+   * of ours could not be deleted: only the end of the session is then sure to remove it.
+   */
+  abandon(reason: string): void {
+    this.replace(reason);
+  }
+
   /** Declares held nodes lost and starts over with a new client (and so a new session). */
   private replace(reason: string): void {
     if (this.closed) return;

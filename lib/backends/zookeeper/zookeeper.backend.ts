@@ -10,6 +10,10 @@ import { zkCode, type ZkModule } from './zk-types';
 const MAX_WATCH_WAIT_MS = 1_000;
 /** Attempts at creating our node when the connection drops or the key node vanishes. */
 const CREATE_ATTEMPTS = 5;
+/** Attempts at deleting a node of ours before giving up the whole session. */
+const REMOVE_ATTEMPTS = 4;
+/** Base pause between delete attempts (grows linearly). */
+const REMOVE_RETRY_MS = 250;
 /** Pause between attempts while the ensemble does not answer a queued waiter. */
 const OUTAGE_RETRY_MS = 250;
 
@@ -102,15 +106,10 @@ export class ZookeeperLockBackend implements LockBackend {
     const path = await this.findNode(key, token);
     this.held.delete(slot(key, token));
     if (path === undefined) return false;
-    try {
-      await this.session.remove(path);
-    } catch (err) {
-      if (zkCode(err) === this.zk.Exception.NO_NODE) return false;
-      throw err;
-    }
+    const removed = await this.removeOwnNode(path);
     // Tidy up an empty key node; a concurrent creator recreates it (see createNode).
-    await this.session.remove(this.dirOf(key)).catch(() => undefined);
-    return true;
+    if (removed) await this.session.remove(this.dirOf(key)).catch(() => undefined);
+    return removed;
   }
 
   async isLocked(key: string): Promise<boolean> {
@@ -215,8 +214,34 @@ export class ZookeeperLockBackend implements LockBackend {
     });
   }
 
+  /**
+   * Deletes a node of ours, whatever the connection does: on a session store nothing else would
+   * ever remove it while our session lives, and it would block the queue for good. Retries
+   * through connection loss (a NO_NODE after a lost reply means our delete went through); if
+   * it still cannot, ends the session, which removes the node with it. `false` = it was not
+   * there (not ours any more).
+   */
+  private async removeOwnNode(path: string): Promise<boolean> {
+    let replyLost = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.session.remove(path);
+        return true;
+      } catch (err) {
+        if (zkCode(err) === this.zk.Exception.NO_NODE) return replyLost;
+        if (!this.session.isConnectionError(err)) throw err;
+        replyLost = true;
+        if (attempt >= REMOVE_ATTEMPTS) {
+          this.session.abandon(`could not delete ${path} (${(err as Error).message})`);
+          return true; // the session's end removes it
+        }
+        await sleep(REMOVE_RETRY_MS * attempt);
+      }
+    }
+  }
+
   private async removeQuietly(path: string): Promise<void> {
-    await this.session.remove(path).catch(() => undefined);
+    await this.removeOwnNode(path).catch(() => undefined);
   }
 }
 
