@@ -35,4 +35,5 @@ export type {
   RedisBackendConfig,
   RedlockBackendConfig,
   ZookeeperBackendConfig,
+  TypeormBackendConfig,
 } from './backends/backend-config';

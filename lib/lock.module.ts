@@ -7,7 +7,7 @@ import {
   type OnModuleInit,
   type Provider,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR } from '@nestjs/core';
+import { APP_INTERCEPTOR, ModuleRef } from '@nestjs/core';
 import { LockManager } from './core/lock-manager';
 import { buildLockRuntime } from './core/module-options';
 import { LockNotAcquiredInterceptor } from './http/lock-not-acquired.interceptor';
@@ -74,11 +74,14 @@ function withProviders(base: DynamicModule, names: readonly string[]): DynamicMo
   const providers: Provider[] = [
     {
       provide: LOCK_MANAGER,
-      useFactory: async (options: unknown) => {
-        const { settings, backends } = await buildLockRuntime(options);
+      useFactory: async (options: unknown, moduleRef: ModuleRef) => {
+        const { settings, backends } = await buildLockRuntime(options, {
+          // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
+          resolve: (token) => moduleRef.get(token as string, { strict: false }),
+        });
         return new LockManager(backends, settings);
       },
-      inject: [LOCK_MODULE_OPTIONS],
+      inject: [LOCK_MODULE_OPTIONS, ModuleRef],
     },
     {
       provide: LockService,

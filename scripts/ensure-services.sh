@@ -7,7 +7,12 @@
 #              (ENSURE_REDIS_PORT overrides the port, for trying this script out).
 #   zookeeper  the Debian package zookeeper (/usr/share/java/zookeeper.jar) and java; no server
 #              is started here: tests start their own (see test/support/zk-servers.ts).
-#   postgres, mariadb: hooks below, not implemented yet.
+#   postgres   PostgreSQL answering on 127.0.0.1:5432 (started with pg_ctlcluster when down,
+#              Debian package postgresql installed as root when missing) and a database locktest
+#              that user postgres reaches over TCP without a password (or with PGPASSWORD).
+#   mariadb    MariaDB answering on 127.0.0.1:3306 (started with start-stop-daemon when down,
+#              Debian package mariadb-server installed as root when missing) and a database
+#              locktest that root reaches over TCP with an empty password (or MYSQL_PASSWORD).
 set -euo pipefail
 
 STATE_DIR="${TMPDIR:-/tmp}/nestjs-distributed-lock-services"
@@ -101,16 +106,132 @@ ensure_zookeeper() {
     "tests start their own servers"
 }
 
-# --- Hooks for later backends (not implemented yet) --------------------------------------------
+# --- PostgreSQL --------------------------------------------------------------------------------
 
-# HOOK(postgres): to install PostgreSQL and ensure a server with the test database.
+PG_PORT=5432
+TEST_DB=locktest
+
+pg_answers() { pg_isready -q -h 127.0.0.1 -p "$PG_PORT" >/dev/null 2>&1; }
+# The newest cluster version under /etc/postgresql (usually the only one), empty if none.
+pg_cluster_version() {
+  local conf
+  for conf in /etc/postgresql/*/main/postgresql.conf; do
+    if [[ -f "$conf" ]]; then basename "$(dirname "$(dirname "$conf")")"; fi
+  done | sort -V | tail -n 1
+}
+# psql as user postgres over TCP on the test server; extra arguments follow.
+pg_sql() { psql -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"; }
+
 ensure_postgres() {
-  echo "postgres: not checked (hook not implemented yet)"
+  local server version out
+  if ! command -v pg_isready >/dev/null || ! command -v psql >/dev/null; then
+    apt_install postgres postgresql
+  fi
+
+  if pg_answers; then
+    server="127.0.0.1:$PG_PORT already accepting connections"
+  else
+    version="$(pg_cluster_version)"
+    if [[ -z "$version" ]] || ! command -v pg_ctlcluster >/dev/null; then
+      apt_install postgres postgresql
+      version="$(pg_cluster_version)"
+    fi
+    if [[ -z "$version" ]]; then
+      echo "postgres: no cluster under /etc/postgresql after installing postgresql;" \
+        "create one with: pg_createcluster --start <version> main" >&2
+      exit 1
+    fi
+    if ! is_root; then
+      echo "postgres: 127.0.0.1:$PG_PORT does not answer; start it with:" \
+        "sudo pg_ctlcluster --skip-systemctl-redirect $version main start" >&2
+      exit 1
+    fi
+    # The package's postinst may already have started it.
+    if ! pg_answers; then
+      pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+    fi
+    if ! wait_for pg_answers 20; then
+      echo "postgres: started cluster $version/main but 127.0.0.1:$PG_PORT does not accept" \
+        "connections; log:" >&2
+      tail -n 20 "/var/log/postgresql/postgresql-$version-main.log" >&2 || true
+      exit 1
+    fi
+    server="started cluster $version/main on 127.0.0.1:$PG_PORT"
+  fi
+
+  if ! out="$(pg_sql -Atc "SELECT 1 FROM pg_database WHERE datname = '$TEST_DB'" 2>&1)"; then
+    echo "postgres: $server, but user postgres cannot log in over TCP: $out" >&2
+    echo "  allow it in pg_hba.conf (host all all 127.0.0.1/32 trust) or set PGPASSWORD" >&2
+    exit 1
+  fi
+  local version db
+  version="$(pg_sql -Atc "SHOW server_version" | cut -d' ' -f1)"
+  if [[ "$out" == "1" ]]; then
+    db="database $TEST_DB exists"
+  else
+    pg_sql -c "CREATE DATABASE $TEST_DB" >/dev/null
+    db="created database $TEST_DB"
+  fi
+  echo "postgres: PostgreSQL $version; $server; $db"
 }
 
-# HOOK(mariadb): to install MariaDB and ensure a server with the test database.
+# --- MariaDB -----------------------------------------------------------------------------------
+
+MARIADB_PORT=3306
+MARIADBD=/usr/sbin/mariadbd
+
+# `mariadb-admin ping` succeeds whenever the server runs, even if the login is refused.
+mariadb_answers() { mariadb-admin -h 127.0.0.1 -P "$MARIADB_PORT" -u root ping >/dev/null 2>&1; }
+# mariadb as root over TCP (MYSQL_PASSWORD if set, else an empty password); extra arguments follow.
+mariadb_sql() {
+  MYSQL_PWD="${MYSQL_PASSWORD:-}" mariadb -h 127.0.0.1 -P "$MARIADB_PORT" -u root -N -B "$@"
+}
+
 ensure_mariadb() {
-  echo "mariadb: not checked (hook not implemented yet)"
+  local server out log="$STATE_DIR/mariadbd.out"
+  if [[ ! -x "$MARIADBD" ]] || ! command -v mariadb >/dev/null ||
+    ! command -v mariadb-admin >/dev/null; then
+    apt_install mariadb mariadb-server
+  fi
+
+  if mariadb_answers; then
+    server="127.0.0.1:$MARIADB_PORT already answers"
+  else
+    if ! is_root; then
+      echo "mariadb: 127.0.0.1:$MARIADB_PORT does not answer; start it with: sudo" \
+        "start-stop-daemon --start --oknodo --background --exec $MARIADBD" >&2
+      exit 1
+    fi
+    mkdir -p "$STATE_DIR"
+    # /run is a tmpfs: without systemd nobody recreates the socket/pid dir after a reboot.
+    if [[ ! -d /run/mysqld ]] && id mysql >/dev/null 2>&1; then
+      install -d -o mysql -g mysql -m 755 /run/mysqld
+    fi
+    start-stop-daemon --start --oknodo --background --output "$log" --exec "$MARIADBD"
+    if ! wait_for mariadb_answers 20; then
+      echo "mariadb: started $MARIADBD but 127.0.0.1:$MARIADB_PORT does not answer; output:" >&2
+      tail -n 20 "$log" >&2 || true
+      tail -n 20 /var/log/mysql/error.log >&2 2>/dev/null || true
+      exit 1
+    fi
+    server="started $MARIADBD on 127.0.0.1:$MARIADB_PORT (output $log)"
+  fi
+
+  if ! out="$(mariadb_sql -e "SHOW DATABASES LIKE '$TEST_DB'" 2>&1)"; then
+    echo "mariadb: $server, but root cannot log in over TCP: $out" >&2
+    echo "  allow it (e.g. as root: mariadb -e \"ALTER USER root@localhost IDENTIFIED BY ''\")" \
+      "or set MYSQL_PASSWORD" >&2
+    exit 1
+  fi
+  local version db
+  version="$(mariadb_sql -e "SELECT VERSION()" | cut -d- -f1)"
+  if [[ "$out" == "$TEST_DB" ]]; then
+    db="database $TEST_DB exists"
+  else
+    mariadb_sql -e "CREATE DATABASE IF NOT EXISTS $TEST_DB" >/dev/null
+    db="created database $TEST_DB"
+  fi
+  echo "mariadb: MariaDB $version; $server; $db"
 }
 
 ensure_redis

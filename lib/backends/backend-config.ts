@@ -1,9 +1,10 @@
-/**
- * Configuration of one backend, discriminated by `type`. Each backend folder contributes its
- * own member; backends other than `memory` arrive with their issues.
- */
+/** Configuration of one backend, discriminated by `type`; each backend folder adds its member. */
 export type LockBackendConfig =
-  MemoryBackendConfig | RedisBackendConfig | RedlockBackendConfig | ZookeeperBackendConfig;
+  | MemoryBackendConfig
+  | RedisBackendConfig
+  | RedlockBackendConfig
+  | ZookeeperBackendConfig
+  | TypeormBackendConfig;
 
 /** In-process backend: FIFO waiters, ttl and fence; for tests and single-instance apps. */
 export interface MemoryBackendConfig {
@@ -70,4 +71,29 @@ export interface ZookeeperBackendConfig {
   acl?: 'open' | 'creator';
   /** How long bootstrap waits for the first connection before going on in the background (default 15 000 ms). */
   connectTimeout?: number;
+}
+
+/**
+ * SQL databases through TypeORM (install `typeorm` and the driver: `pg`, `mysql2` or
+ * `better-sqlite3`). Set exactly one of `dataSource`, `dataSourceToken`, `dataSourceOptions`.
+ */
+export interface TypeormBackendConfig {
+  /** Discriminator. */
+  type: 'typeorm';
+  /** An existing TypeORM DataSource (initialized on first use if it is not yet; never destroyed by the module). */
+  dataSource?: object;
+  /** DI token of a DataSource, e.g. `getDataSourceToken()` from `@nestjs/typeorm` (looked up lazily). */
+  dataSourceToken?: string | symbol | (abstract new (...args: never[]) => unknown);
+  /** DataSource options: the module creates, initializes and (on shutdown) destroys it. */
+  dataSourceOptions?: Record<string, unknown>;
+  /**
+   * `'table'` (default; Postgres, MySQL/MariaDB, SQLite): lease rows with expiry.
+   * `'for-update'` (Postgres, MySQL/MariaDB): row lock in an open transaction on a pinned connection.
+   * `'advisory'` (Postgres, MySQL/MariaDB): session advisory lock on a pinned connection.
+   */
+  strategy?: 'table' | 'for-update' | 'advisory';
+  /** Lock table (default `distributed_lock`); an identifier, always quoted. */
+  tableName?: string;
+  /** Create the lock table on first use if it is missing (default `false`: run the migration). */
+  createTable?: boolean;
 }

@@ -7,5 +7,11 @@ import type { LockBackend } from './lock-backend.interface';
  */
 export interface BackendFactory<C> {
   validate(config: C & Record<string, unknown>, field: string): void;
-  create(config: C, name: string): Promise<LockBackend>;
+  create(config: C, name: string, context: BackendContext): Promise<LockBackend>;
+}
+
+/** What a backend may need from the application while it is built. */
+export interface BackendContext {
+  /** Looks a provider up in Nest DI by token (call it lazily: providers may not exist yet). */
+  resolve(token: unknown): unknown;
 }

@@ -9,4 +9,5 @@ export const BACKEND_FACTORIES: Record<string, () => Promise<BackendFactory<unkn
   redis: async () => (await import('./redis/redis.factory')).redisBackendFactory,
   redlock: async () => (await import('./redlock/redlock.factory')).redlockBackendFactory,
   zookeeper: async () => (await import('./zookeeper/zookeeper.factory')).zookeeperBackendFactory,
+  typeorm: async () => (await import('./typeorm/typeorm.factory')).typeormBackendFactory,
 };

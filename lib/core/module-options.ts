@@ -1,4 +1,5 @@
 import { LockConfigError } from '../errors/lock.errors';
+import type { BackendContext } from '../backends/backend-factory';
 import type { LockBackend } from '../backends/lock-backend.interface';
 import { BACKEND_FACTORIES } from '../backends/registry';
 import type { LockModuleOptions } from '../lock.interfaces';
@@ -29,6 +30,7 @@ const BACKEND_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
  */
 export async function buildLockRuntime(
   input: unknown,
+  context: BackendContext = { resolve: () => undefined },
 ): Promise<{ settings: LockSettings; backends: Map<string, LockBackend> }> {
   const options = validateObject(input, 'options') as Partial<LockModuleOptions> &
     Record<string, unknown>;
@@ -121,7 +123,7 @@ export async function buildLockRuntime(
   const backends = new Map<string, LockBackend>();
   try {
     for (const [name, factory] of factories) {
-      backends.set(name, await factory.create(backendsIn[name], name));
+      backends.set(name, await factory.create(backendsIn[name], name, context));
     }
   } catch (err) {
     await Promise.allSettled([...backends.values()].map((b) => b.close()));

@@ -1,0 +1,192 @@
+import { monotonicNow } from '../../core/clock';
+import { sleep } from '../../core/timers';
+import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { PinnedConnections } from './pinned-connections';
+import { storedKey } from './sql-dialect';
+import type { SqlSource } from './sql-source';
+import type { SqlRunner } from './typeorm-types';
+
+/** Longest single database-side wait (Postgres lock_timeout) before checking for abort. */
+const PG_WAIT_CHUNK_MS = 2_000;
+
+/**
+ * `strategy: 'for-update'` (Postgres, MySQL/MariaDB): a dedicated connection holds an open
+ * transaction with `SELECT ... FOR UPDATE` on the key's row. Try = `NOWAIT`; wait = the
+ * database's own lock wait (Postgres `lock_timeout`, MariaDB `WAIT n`), so waiters queue in the
+ * database. Release = commit. If the connection dies, the database releases the lock and the
+ * holder's `signal` aborts. The fence comes from a counter row bumped outside the transaction.
+ */
+export class ForUpdateLockBackend implements LockBackend {
+  readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+  private readonly pins: PinnedConnections;
+
+  constructor(
+    private readonly source: SqlSource,
+    backendName: string,
+  ) {
+    this.pins = new PinnedConnections(source, backendName);
+  }
+
+  tryAcquire(key: string, token: string): Promise<LockGrant | null> {
+    return this.lock(key, token, 0);
+  }
+
+  async acquire(
+    key: string,
+    token: string,
+    _ttl: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<LockGrant | null> {
+    const deadline = monotonicNow() + waitMs;
+    const postgres = this.source.dialect.family === 'postgres';
+    for (;;) {
+      const remaining = deadline - monotonicNow();
+      if (remaining <= 0 || signal.aborted) return null;
+      // MariaDB waits in whole seconds: below one second, poll with NOWAIT instead.
+      const chunk = postgres
+        ? Math.min(remaining, PG_WAIT_CHUNK_MS)
+        : remaining >= 1_000
+          ? 1_000
+          : 0;
+      const grant = await this.lock(key, token, chunk);
+      if (grant) return grant;
+      if (chunk === 0) await sleep(Math.min(remaining, 25 + Math.random() * 25), signal);
+    }
+  }
+
+  async extend(key: string, token: string): Promise<boolean> {
+    const pinned = this.pins.get(key, token);
+    if (!pinned) return false;
+    try {
+      await pinned.runner.query('SELECT 1 AS alive', [], true); // the transaction (and lock) lives with the connection
+      return true;
+    } catch {
+      await this.pins.drop(pinned);
+      return false;
+    }
+  }
+
+  async release(key: string, token: string): Promise<boolean> {
+    const pinned = this.pins.get(key, token);
+    if (!pinned) return false;
+    try {
+      await pinned.runner.commitTransaction();
+      return true;
+    } catch {
+      return false; // the connection was gone: so was the lock
+    } finally {
+      await this.pins.drop(pinned);
+    }
+  }
+
+  async isLocked(key: string): Promise<boolean> {
+    // A shared row lock that skips locked rows, in one autocommit statement: no row back (for
+    // an existing row) means someone holds it FOR UPDATE. Shared locks do not conflict with
+    // each other, so concurrent isLocked calls cannot see one another as holders.
+    const { table, dialect } = this.source;
+    const mode =
+      dialect.family === 'postgres'
+        ? 'FOR KEY SHARE SKIP LOCKED'
+        : 'LOCK IN SHARE MODE SKIP LOCKED';
+    const k = storedKey(key);
+    const free = await this.source.exec(
+      `SELECT lock_key FROM ${table} WHERE lock_key = ? ${mode}`,
+      [k],
+    );
+    if (free.records.length > 0) return false;
+    const exists = await this.source.exec(`SELECT 1 AS present FROM ${table} WHERE lock_key = ?`, [
+      k,
+    ]);
+    return exists.records.length > 0;
+  }
+
+  onLost(listener: (key: string, token: string, reason: string) => void): void {
+    this.pins.onLost(listener);
+  }
+
+  async close(): Promise<void> {
+    await this.pins.closeAll();
+    await this.source.close();
+  }
+
+  private async lock(key: string, token: string, waitMs: number): Promise<LockGrant | null> {
+    const { dialect, table } = this.source;
+    const k = storedKey(key);
+    // The row must exist to be locked. Look first with a plain (non-locking) read: on InnoDB an
+    // INSERT IGNORE of an existing row waits for whoever holds it FOR UPDATE.
+    const exists = await this.source.exec(`SELECT 1 AS present FROM ${table} WHERE lock_key = ?`, [
+      k,
+    ]);
+    if (exists.records.length === 0) {
+      await this.source.exec(dialect.insertIgnore(table, ['lock_key', 'key_text', 'fence']), [
+        k,
+        key,
+        0,
+      ]);
+    }
+    const runner = await this.pins.pin();
+    let held = false;
+    try {
+      await runner.startTransaction();
+      if (!(await this.lockRow(runner, k, waitMs))) return null;
+      const fence = await this.pins.nextFence(key);
+      this.pins.hold(key, token, runner);
+      held = true;
+      return { fence };
+    } finally {
+      if (!held) {
+        await runner.rollbackTransaction().catch(() => undefined);
+        await this.pins.unpin(runner);
+      }
+    }
+  }
+
+  /** Locks the key's row in the open transaction: `true` when locked, `false` when busy. */
+  private async lockRow(runner: SqlRunner, k: string, waitMs: number): Promise<boolean> {
+    const postgres = this.source.dialect.family === 'postgres';
+    let mode = 'NOWAIT';
+    if (waitMs > 0 && postgres) {
+      // Transaction-local: the pooled connection goes back with its default lock_timeout.
+      await runner.query(
+        `SELECT set_config('lock_timeout', $1, true)`,
+        [`${Math.ceil(waitMs)}ms`],
+        true,
+      );
+      mode = '';
+    } else if (waitMs > 0) {
+      mode = `WAIT ${Math.max(1, Math.floor(waitMs / 1_000))}`; // a computed integer, not input
+    }
+    try {
+      await runner.query(this.selectForUpdate(mode), [k], true);
+      return true;
+    } catch (err) {
+      if (isLockBusy(err)) return false;
+      throw this.source.explain(err);
+    }
+  }
+
+  private selectForUpdate(mode: string): string {
+    return this.source.dialect.sql(
+      `SELECT lock_key FROM ${this.source.table} WHERE lock_key = ? FOR UPDATE ${mode}`.trim(),
+    );
+  }
+}
+
+/** "Row locked by someone else" errors: Postgres 55P03, MariaDB 1205, MySQL 3572 (NOWAIT). */
+export function isLockBusy(err: unknown): boolean {
+  const e = err as {
+    code?: unknown;
+    errno?: unknown;
+    driverError?: { code?: unknown; errno?: unknown };
+  } | null;
+  const code = e?.code ?? e?.driverError?.code;
+  const errno = e?.errno ?? e?.driverError?.errno;
+  return (
+    code === '55P03' ||
+    errno === 1205 ||
+    errno === 3572 ||
+    code === 'ER_LOCK_WAIT_TIMEOUT' ||
+    code === 'ER_LOCK_NOWAIT'
+  );
+}

@@ -1,0 +1,180 @@
+import { createHash } from 'node:crypto';
+import { LockBackendError } from '../../errors/lock.errors';
+import { storedKey } from './sql-dialect';
+import type { SqlSource } from './sql-source';
+import type { SqlDataSource, SqlRunner } from './typeorm-types';
+
+/** One held lock and the connection it lives on. */
+export interface Pinned {
+  readonly key: string;
+  readonly token: string;
+  readonly runner: SqlRunner;
+  /** Stops watching the connection. */
+  unwatch(): void;
+}
+
+/** Connections the pool keeps for ordinary queries (fence counter, key rows). */
+const RESERVED_CONNECTIONS = 1;
+const DEFAULT_POOL_SIZE = 10;
+
+/**
+ * Bookkeeping for session-bound SQL locks (`for-update`, `advisory`): each held lock pins one
+ * pooled connection, for the lock lives and dies with it. Watches that connection so its death
+ * (server-side kill, network) is reported at once, caps pins below the pool size with a clear
+ * error instead of a hang, and hands out fences from a counter row.
+ */
+export class PinnedConnections {
+  private readonly held = new Map<string, Pinned>();
+  /** Pins in use, including acquisitions in progress. */
+  private pinned = 0;
+  private lostListener: (key: string, token: string, reason: string) => void = () => undefined;
+
+  constructor(
+    readonly source: SqlSource,
+    private readonly backendName: string,
+  ) {}
+
+  /** Registers the loss listener (the core's). */
+  onLost(listener: (key: string, token: string, reason: string) => void): void {
+    this.lostListener = listener;
+  }
+
+  /** A dedicated connection, or `LockBackendError` when that would exhaust the pool. */
+  async pin(): Promise<SqlRunner> {
+    const ds = await this.source.get();
+    const max = Math.max(1, poolSize(ds) - RESERVED_CONNECTIONS);
+    if (this.pinned >= max) {
+      throw new LockBackendError(
+        this.backendName,
+        `cannot hold more than ${max} locks at once on this DataSource (pool size ${poolSize(ds)}; each held lock pins a connection): raise the pool size or release locks`,
+      );
+    }
+    this.pinned++;
+    const runner = ds.createQueryRunner();
+    try {
+      await runner.connect();
+      return runner;
+    } catch (err) {
+      this.pinned--;
+      await runner.release().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Gives a connection back to the pool (after the lock on it is released). */
+  async unpin(runner: SqlRunner): Promise<void> {
+    this.pinned--;
+    await runner.release().catch(() => undefined);
+  }
+
+  /** Records a held lock and reports it lost the moment its connection dies. */
+  hold(key: string, token: string, runner: SqlRunner): void {
+    const connection = runner.databaseConnection as EventSource | undefined;
+    const onDeath = (err?: unknown): void => {
+      const pinned = this.held.get(slot(key, token));
+      if (!pinned || pinned.runner !== runner) return;
+      this.held.delete(slot(key, token));
+      pinned.unwatch();
+      void this.unpin(runner);
+      this.lostListener(
+        key,
+        token,
+        `its database connection closed${err instanceof Error ? ` (${err.message})` : ''}`,
+      );
+    };
+    connection?.on?.('error', onDeath);
+    connection?.on?.('end', onDeath);
+    this.held.set(slot(key, token), {
+      key,
+      token,
+      runner,
+      unwatch: () => {
+        connection?.removeListener?.('error', onDeath);
+        connection?.removeListener?.('end', onDeath);
+        // A later error on a connection back in the pool must not crash the app.
+        connection?.on?.('error', ignore);
+      },
+    });
+  }
+
+  /** The held lock for (key, token), if this process holds it. */
+  get(key: string, token: string): Pinned | undefined {
+    return this.held.get(slot(key, token));
+  }
+
+  /** Forgets a held lock and returns its connection to the pool. */
+  async drop(pinned: Pinned): Promise<void> {
+    this.held.delete(slot(pinned.key, pinned.token));
+    pinned.unwatch();
+    await this.unpin(pinned.runner);
+  }
+
+  /** Releases every held lock's connection (shutdown). */
+  async closeAll(): Promise<void> {
+    for (const pinned of [...this.held.values()]) await this.drop(pinned);
+  }
+
+  /**
+   * Next fence for `key`, from a counter row updated in autocommit on a pooled connection (not
+   * the pinned one: a rolled-back transaction must never hand the same fence out twice).
+   */
+  async nextFence(key: string): Promise<number> {
+    const { dialect, table } = this.source;
+    const counter = storedKey(`\u0000fence\u0000${key}`);
+    if (dialect.family === 'postgres') {
+      const result = await this.source.exec(
+        `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, 1) ON CONFLICT (lock_key) DO UPDATE SET fence = ${table}.fence + 1 RETURNING fence`,
+        [counter, `fence of ${key.slice(0, 200)}`],
+      );
+      return Number(result.records[0].fence);
+    }
+    // MySQL/MariaDB: LAST_INSERT_ID(expr) hands the new value back on the same connection.
+    const ds = await this.source.get();
+    const runner = ds.createQueryRunner();
+    try {
+      await runner.query(
+        `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`,
+        [counter, `fence of ${key.slice(0, 200)}`],
+        true,
+      );
+      const result = await runner.query('SELECT LAST_INSERT_ID() AS fence', [], true);
+      return Number(result.records[0].fence);
+    } catch (err) {
+      throw this.source.explain(err);
+    } finally {
+      await runner.release();
+    }
+  }
+}
+
+/** Minimal event-emitter view of a driver connection. */
+interface EventSource {
+  on?(event: string, listener: (err?: unknown) => void): unknown;
+  removeListener?(event: string, listener: (err?: unknown) => void): unknown;
+}
+
+function ignore(): void {
+  // The pool discards broken connections itself.
+}
+
+function slot(key: string, token: string): string {
+  return `${key}\u0000${token}`;
+}
+
+/** Pool size of a DataSource (TypeORM `poolSize`, else the driver's own setting, else 10). */
+export function poolSize(ds: SqlDataSource): number {
+  const extra = ds.options.extra ?? {};
+  const candidates = [ds.options.poolSize, extra.max, extra.connectionLimit];
+  for (const c of candidates) if (typeof c === 'number' && c > 0) return c;
+  return DEFAULT_POOL_SIZE;
+}
+
+/** Signed 64-bit advisory key for Postgres (first 8 bytes of SHA-256), as a decimal string. */
+export function advisoryKey64(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest().readBigInt64BE(0).toString();
+}
+
+/** MariaDB/MySQL GET_LOCK name: at most 64 characters, from SHA-256. */
+export function advisoryLockName(key: string): string {
+  return `dl:${createHash('sha256').update(key, 'utf8').digest('hex').slice(0, 60)}`;
+}

@@ -1,0 +1,42 @@
+import { dataSourceOptions, dropTable, uniqueTableName, type DbKind } from '../support/databases';
+import type { ConformanceTarget } from './lock-conformance';
+
+/**
+ * A typeorm conformance target: its own table (created by the backend on first use), dropped
+ * after the run. Session strategies pin a connection per held lock, so the pool is sized for
+ * the battery's widest case (11 locks held at once).
+ */
+export function typeormTarget(
+  kind: DbKind,
+  strategy: 'table' | 'for-update' | 'advisory',
+): ConformanceTarget {
+  return {
+    name: `typeorm ${strategy} on ${kind}`,
+    setup: async () => {
+      const tableName = uniqueTableName('conf');
+      const options = dataSourceOptions(kind, { poolSize: 20 });
+      const cleanup = (options as { cleanup?: () => void }).cleanup;
+      return {
+        config: {
+          type: 'typeorm',
+          dataSourceOptions: options,
+          strategy,
+          tableName,
+          createTable: true,
+        },
+        teardown: async () => {
+          await dropTable(
+            kind,
+            tableName,
+            kind === 'sqlite' ? String(options.database) : undefined,
+          );
+          cleanup?.();
+        },
+      };
+    },
+    fencing: true,
+    leaseBased: strategy === 'table',
+    shortTtl: 600,
+    sharedAcrossApps: true,
+  };
+}
