@@ -1,0 +1,37 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { familyOf, IDENTIFIER, SqlDialect } from '../backends/typeorm/sql-dialect';
+import type { SqlDataSource } from '../backends/typeorm/typeorm-types';
+
+/**
+ * A TypeORM migration class creating the lock table (`tableName`, default `distributed_lock`)
+ * with the exact DDL the backend expects on Postgres, MySQL/MariaDB or SQLite:
+ * `migrations: [createDistributedLockMigration()]`.
+ */
+export function createDistributedLockMigration(
+  tableName = 'distributed_lock',
+): new () => MigrationInterface {
+  if (!IDENTIFIER.test(tableName)) throw new Error(`invalid lock table name "${tableName}"`);
+  return class CreateDistributedLockTable1763700000000 implements MigrationInterface {
+    // TypeORM wants the name to end with a timestamp; the table name keeps names distinct.
+    name = `CreateDistributedLockTable_${tableName}_1763700000000`;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      const dialect = dialectOf(queryRunner);
+      await queryRunner.query(dialect.createTable(dialect.quote(tableName)));
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      const dialect = dialectOf(queryRunner);
+      await queryRunner.query(`DROP TABLE IF EXISTS ${dialect.quote(tableName)}`);
+    }
+  };
+}
+
+function dialectOf(queryRunner: QueryRunner): SqlDialect {
+  const family = familyOf(queryRunner.connection as unknown as SqlDataSource);
+  if (!family)
+    throw new Error(
+      `the lock table migration does not support ${queryRunner.connection.options.type}`,
+    );
+  return new SqlDialect(family);
+}

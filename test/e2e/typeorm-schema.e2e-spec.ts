@@ -1,0 +1,155 @@
+import { describe, expect, it } from '@jest/globals';
+import { Module } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { LockBackendError, LockConfigError } from '../../lib/index';
+import { createDistributedLockMigration, DistributedLockEntity } from '../../lib/typeorm/index';
+import {
+  dataSourceOptions,
+  dropTable,
+  tempSqliteFile,
+  uniqueTableName,
+  type DbKind,
+} from '../support/databases';
+import { createLockApp } from '../support/lock-app';
+
+describe.each<DbKind>(['postgres', 'mariadb', 'sqlite'])('typeorm schema on %s', (kind) => {
+  it('the shipped migration creates a table the backend uses as is, and drops it on revert', async () => {
+    const tableName = uniqueTableName('mig');
+    const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
+    const ds = new DataSource({
+      ...dataSourceOptions(kind, sqlite ? { sqliteFile: sqlite.file } : {}),
+      migrations: [createDistributedLockMigration(tableName)],
+    } as never);
+    await ds.initialize();
+    try {
+      await ds.runMigrations();
+      const t = await createLockApp({
+        backends: { db: { type: 'typeorm', dataSource: ds, tableName } },
+      });
+      const lock = await t.locks.acquire('migrated', { ttl: 5_000 });
+      expect(typeof lock.fence).toBe('number');
+      await lock.release();
+      await t.close();
+      expect(ds.isInitialized).toBe(true); // a DataSource you pass is never destroyed by the module
+      await ds.undoLastMigration();
+      const err = await createLockApp({
+        backends: { db: { type: 'typeorm', dataSource: ds, tableName } },
+      }).then(async (app) => {
+        try {
+          return await app.locks.acquire('gone', { waitTimeout: 0 }).catch((e: unknown) => e);
+        } finally {
+          await app.close();
+        }
+      });
+      expect(err).toBeInstanceOf(LockBackendError);
+      expect(String((err as Error).message)).toMatch(
+        /does not exist: run the shipped migration, or set createTable: true/,
+      );
+    } finally {
+      await ds.destroy();
+      await dropTable(kind, tableName, sqlite?.file).catch(() => undefined);
+      sqlite?.cleanup();
+    }
+  }, 30_000);
+});
+
+describe('typeorm entity and configuration', () => {
+  it('the exported entity, synchronized by TypeORM, is a table the backend can use', async () => {
+    const sqlite = tempSqliteFile();
+    const ds = new DataSource({
+      ...dataSourceOptions('sqlite', { sqliteFile: sqlite.file }),
+      entities: [DistributedLockEntity],
+      synchronize: true,
+    } as never);
+    await ds.initialize();
+    try {
+      const t = await createLockApp({ backends: { db: { type: 'typeorm', dataSource: ds } } });
+      const lock = await t.locks.acquire('entity-key');
+      expect(await t.locks.isLocked('entity-key')).toBe(true);
+      await lock.release();
+      await t.close();
+      const rows = await ds.getRepository(DistributedLockEntity).find();
+      expect(rows.map((r) => r.keyText)).toEqual(['entity-key']);
+    } finally {
+      await ds.destroy();
+      sqlite.cleanup();
+    }
+  });
+
+  it('resolves a DataSource from Nest DI by token, lazily, and does not destroy it', async () => {
+    const tableName = uniqueTableName('tok');
+    const ds = new DataSource(dataSourceOptions('postgres') as never);
+    @Module({ providers: [{ provide: 'LOCK_DS', useValue: ds }], exports: ['LOCK_DS'] })
+    class DbModule {}
+    try {
+      const t = await createLockApp(
+        {
+          backends: {
+            db: {
+              type: 'typeorm',
+              dataSourceToken: 'LOCK_DS',
+              tableName,
+              createTable: true,
+              strategy: 'for-update',
+            },
+          },
+        },
+        { imports: [DbModule] },
+      );
+      const lock = await t.locks.acquire('via-token');
+      expect(lock.isHeld()).toBe(true);
+      await lock.release();
+      await t.close();
+      expect(ds.isInitialized).toBe(true);
+    } finally {
+      if (ds.isInitialized) await ds.destroy();
+      await dropTable('postgres', tableName);
+    }
+  });
+
+  it('refuses strategies a database cannot support, and bad table names, at bootstrap', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [
+        {
+          type: 'typeorm',
+          dataSourceOptions: { type: 'better-sqlite3', database: ':memory:' },
+          strategy: 'for-update',
+        },
+        'backends.db.dataSourceOptions.type',
+      ],
+      [
+        {
+          type: 'typeorm',
+          dataSourceOptions: { type: 'better-sqlite3', database: ':memory:' },
+          strategy: 'advisory',
+        },
+        'backends.db.dataSourceOptions.type',
+      ],
+      [
+        { type: 'typeorm', dataSourceOptions: { type: 'mongodb' } },
+        'backends.db.dataSourceOptions.type',
+      ],
+      [
+        {
+          type: 'typeorm',
+          dataSourceOptions: { type: 'postgres' },
+          tableName: 'locks; DROP TABLE x',
+        },
+        'backends.db.tableName',
+      ],
+      [
+        { type: 'typeorm', dataSourceOptions: { type: 'postgres' }, strategy: 'optimistic' },
+        'backends.db.strategy',
+      ],
+      [{ type: 'typeorm' }, 'backends.db'],
+      [{ type: 'typeorm', dataSource: {} }, 'backends.db.dataSource'],
+    ];
+    for (const [config, field] of cases) {
+      const err = await createLockApp({ backends: { db: config as never } }).catch(
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(LockConfigError);
+      expect((err as LockConfigError).field).toBe(field);
+    }
+  });
+});
