@@ -33,6 +33,12 @@ export class SqlSource {
     if (this.createTable) {
       this.tableReady ??= this.execOn(ds, this.dialect.createTable(this.table), []).then(
         () => undefined,
+        (err: unknown) => {
+          // Postgres: CREATE TABLE IF NOT EXISTS racing another process fails on the catalog's
+          // unique index (23505) or as "already exists" (42P07): the table is there either way.
+          if (createRaceLost(err)) return;
+          throw err;
+        },
       );
       this.tableReady.catch(() => (this.tableReady = undefined));
       await this.tableReady;
@@ -86,4 +92,11 @@ export function affectedRows(result: SqlResult): number {
   const raw = result.raw as
     { affectedRows?: number; changes?: number; rowCount?: number } | undefined;
   return raw?.affectedRows ?? raw?.changes ?? raw?.rowCount ?? result.records.length;
+}
+
+/** Errors meaning another session created the table first. */
+function createRaceLost(err: unknown): boolean {
+  const e = err as { code?: unknown; driverError?: { code?: unknown } } | null;
+  const code = e?.code ?? e?.driverError?.code;
+  return code === '23505' || code === '42P07';
 }

@@ -1,0 +1,331 @@
+import { describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { createConnection, type RowDataPacket } from 'mysql2/promise';
+import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
+import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import {
+  dataSourceOptions,
+  dropTable,
+  killConnections,
+  tempSqliteFile,
+  uniqueTableName,
+  type DbKind,
+} from '../support/databases';
+import type { HoldArgs } from '../support/hold-worker';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+
+type Strategy = 'table' | 'for-update' | 'advisory';
+type ServerKind = Exclude<DbKind, 'sqlite'>;
+
+const now = () => performance.now();
+
+/** Starts a hold-worker process and resolves once it holds the lock. */
+async function startHolder(args: HoldArgs) {
+  const root = process.cwd();
+  const child = spawn(
+    process.execPath,
+    [
+      '-r',
+      join(root, 'scripts/ts-register.cjs'),
+      join(root, 'test/support/hold-worker.ts'),
+      JSON.stringify(args),
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const held = await new Promise<{ token: string; fence: number | null }>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) =>
+      resolve(JSON.parse(d.toString().split('\n')[0]) as { token: string; fence: number }),
+    );
+    child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
+  });
+  return { child, held, exited };
+}
+
+/** Lock module options for one typeorm backend `db`. */
+function typeormOptions(
+  dataSource: Record<string, unknown>,
+  strategy: Strategy,
+  tableName: string,
+  keyPrefix: string,
+): LockModuleOptions {
+  return {
+    backends: {
+      db: {
+        type: 'typeorm',
+        dataSourceOptions: { ...dataSource },
+        strategy,
+        tableName,
+        createTable: true,
+      },
+    },
+    keyPrefix,
+  };
+}
+
+/** Resolves the holder's abort reason and when it fired, or `undefined` after `ms`. */
+function abortWithin(
+  signal: AbortSignal,
+  ms: number,
+): Promise<{ reason: unknown; at: number } | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    const done = () => {
+      clearTimeout(timer);
+      resolve({ reason: signal.reason, at: now() });
+    };
+    if (signal.aborted) done();
+    else signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * A throwaway MariaDB user with all rights on `locktest`: the connections of an app that logs in
+ * as it are exactly the PROCESSLIST rows with that USER, whatever else runs on the server.
+ */
+async function withMariadbUser<T>(
+  work: (user: { username: string; password: string; kill(): Promise<number> }) => Promise<T>,
+): Promise<T> {
+  const admin = dataSourceOptions('mariadb');
+  const connection = await createConnection({
+    host: String(admin.host),
+    port: Number(admin.port),
+    user: String(admin.username),
+    password: String(admin.password),
+    database: String(admin.database),
+  });
+  connection.on('error', () => undefined);
+  const username = `ndl_fault_${randomBytes(4).toString('hex')}`;
+  const password = randomBytes(12).toString('hex');
+  try {
+    await connection.query(`CREATE USER ?@'%' IDENTIFIED BY ?`, [username, password]);
+    await connection.query(`GRANT ALL PRIVILEGES ON \`${String(admin.database)}\`.* TO ?@'%'`, [
+      username,
+    ]);
+    return await work({
+      username,
+      password,
+      kill: async () => {
+        const [rows] = await connection.query<RowDataPacket[]>(
+          'SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = ?',
+          [username],
+        );
+        return killConnections('mariadb', { ids: rows.map((row) => Number(row.id)) });
+      },
+    });
+  } finally {
+    await connection.query(`DROP USER IF EXISTS ?@'%'`, [username]).catch(() => undefined);
+    await connection.end();
+  }
+}
+
+describe('typeorm faults: a holder process killed with SIGKILL', () => {
+  const ttl = 1_500;
+
+  for (const kind of ['postgres', 'mariadb', 'sqlite'] as const) {
+    it(`table on ${kind}: the key is free again within ttl + 1 s of the exit`, async () => {
+      const table = uniqueTableName('fault_kill');
+      const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
+      const options = typeormOptions(
+        dataSourceOptions(kind, sqlite ? { sqliteFile: sqlite.file } : {}),
+        'table',
+        table,
+        `kill-${randomUUID()}:`,
+      );
+      let holder: Awaited<ReturnType<typeof startHolder>> | undefined;
+      let t: LockTestApp | undefined;
+      try {
+        holder = await startHolder({ options, key: 'victim', ttl });
+        t = await createLockApp(options);
+        expect(await t.locks.tryAcquire('victim')).toBeNull();
+        holder.child.kill('SIGKILL');
+        await holder.exited;
+        const exitedAt = now();
+        const lock = await t.locks.acquire('victim', { waitTimeout: ttl + 5_000 });
+        const waited = now() - exitedAt;
+        expect(waited).toBeLessThanOrEqual(ttl + 1_000);
+        expect(lock.fence).toBeGreaterThan(holder.held.fence!);
+        await lock.release();
+      } finally {
+        holder?.child.kill('SIGKILL');
+        await t?.close();
+        await dropTable(kind, table, sqlite?.file);
+        sqlite?.cleanup();
+      }
+    }, 30_000);
+  }
+
+  for (const strategy of ['for-update', 'advisory'] as const) {
+    for (const kind of ['postgres', 'mariadb'] as const) {
+      it(`${strategy} on ${kind}: the database frees the key within 1 s of the exit (ttl 30 s)`, async () => {
+        const table = uniqueTableName('fault_kill');
+        const options = typeormOptions(
+          dataSourceOptions(kind),
+          strategy,
+          table,
+          `kill-${randomUUID()}:`,
+        );
+        let holder: Awaited<ReturnType<typeof startHolder>> | undefined;
+        let t: LockTestApp | undefined;
+        try {
+          holder = await startHolder({ options, key: 'victim', ttl: 30_000 });
+          t = await createLockApp(options);
+          expect(await t.locks.tryAcquire('victim')).toBeNull();
+          holder.child.kill('SIGKILL');
+          await holder.exited;
+          const exitedAt = now();
+          const lock = await t.locks.acquire('victim', { waitTimeout: 5_000 });
+          const waited = now() - exitedAt;
+          expect(waited).toBeLessThanOrEqual(1_000);
+          expect(lock.fence).toBeGreaterThan(holder.held.fence!);
+          await lock.release();
+        } finally {
+          holder?.child.kill('SIGKILL');
+          await t?.close();
+          await dropTable(kind, table);
+        }
+      }, 30_000);
+    }
+  }
+});
+
+describe('typeorm faults: the holder’s connection killed from the server side', () => {
+  /**
+   * App A acquires; `kill` terminates A's connections (the pinned one among them); A's signal
+   * must abort with LockLostError within 2 s, and an app B started afterwards gets the key.
+   */
+  async function killedHolder(
+    kind: ServerKind,
+    strategy: 'for-update' | 'advisory',
+    dataSourceA: Record<string, unknown>,
+    kill: () => Promise<number>,
+  ): Promise<void> {
+    const table = uniqueTableName('fault_srv');
+    const keyPrefix = `srv-${randomUUID()}:`;
+    let a: LockTestApp | undefined;
+    let b: LockTestApp | undefined;
+    try {
+      a = await createLockApp(typeormOptions(dataSourceA, strategy, table, keyPrefix));
+      const held = await a.locks.acquire('victim', { ttl: 30_000 });
+      const lost = abortWithin(held.signal, 5_000);
+      const killStarted = now();
+      expect(await kill()).toBeGreaterThanOrEqual(1);
+      const outcome = await lost;
+      expect(outcome).toBeDefined();
+      expect(outcome!.at - killStarted).toBeLessThanOrEqual(2_000);
+      expect(outcome!.reason).toBeInstanceOf(LockLostError);
+      expect(held.isHeld()).toBe(false);
+
+      b = await createLockApp(typeormOptions(dataSourceOptions(kind), strategy, table, keyPrefix));
+      const lock = await b.locks.acquire('victim', { waitTimeout: 5_000 });
+      expect(lock.isHeld()).toBe(true);
+      expect(lock.fence).toBeGreaterThan(held.fence!);
+      await lock.release();
+    } finally {
+      await a?.close();
+      await b?.close();
+      await dropTable(kind, table);
+    }
+  }
+
+  for (const strategy of ['for-update', 'advisory'] as const) {
+    it(`${strategy} on postgres: pg_terminate_backend aborts the signal; another app acquires`, async () => {
+      const applicationName = `ndl-fault-${randomBytes(4).toString('hex')}`;
+      await killedHolder(
+        'postgres',
+        strategy,
+        dataSourceOptions('postgres', { applicationName }),
+        () => killConnections('postgres', { applicationName }),
+      );
+    }, 30_000);
+
+    it(`${strategy} on mariadb: KILL CONNECTION aborts the signal; another app acquires`, async () => {
+      await withMariadbUser(({ username, password, kill }) =>
+        killedHolder(
+          'mariadb',
+          strategy,
+          { ...dataSourceOptions('mariadb'), username, password },
+          kill,
+        ),
+      );
+    }, 30_000);
+  }
+});
+
+describe('typeorm faults: session locks cannot exhaust the pool', () => {
+  it('for-update on postgres, pool size 3: two locks hold, a third fails fast with a pool error, then works after a release', async () => {
+    const table = uniqueTableName('fault_pool');
+    let t: LockTestApp | undefined;
+    try {
+      t = await createLockApp(
+        typeormOptions(
+          dataSourceOptions('postgres', { poolSize: 3 }),
+          'for-update',
+          table,
+          `pool-${randomUUID()}:`,
+        ),
+      );
+      const one = await t.locks.acquire('cap-1');
+      const two = await t.locks.acquire('cap-2');
+      // The connection kept for ordinary queries still answers.
+      expect(await t.locks.isLocked('cap-1')).toBe(true);
+
+      const started = now();
+      const err = await t.locks.acquire('cap-3', { waitTimeout: 5_000 }).then(
+        (lock) => lock,
+        (e: unknown) => e,
+      );
+      const took = now() - started;
+      expect(err).toBeInstanceOf(LockBackendError);
+      expect((err as Error).message).toMatch(/pool/);
+      expect(took).toBeLessThan(1_000);
+      expect(one.isHeld()).toBe(true);
+      expect(two.isHeld()).toBe(true);
+
+      await one.release();
+      const three = await t.locks.acquire('cap-3', { waitTimeout: 2_000 });
+      expect(three.isHeld()).toBe(true);
+      await three.release();
+      await two.release();
+    } finally {
+      await t?.close();
+      await dropTable('postgres', table);
+    }
+  }, 30_000);
+});
+
+describe('typeorm faults: several instances using a fresh table for the first time at once', () => {
+  // Replicas booting together with createTable: true all create the table on first use, each on
+  // its own connection. Every one of them must get a normal answer: exactly one lock, no errors.
+  for (const kind of ['postgres', 'mariadb', 'sqlite'] as const) {
+    it(`table on ${kind}: 8 apps racing createTable all answer, exactly one gets the lock`, async () => {
+      const table = uniqueTableName('fault_ddl');
+      const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
+      const options = typeormOptions(
+        dataSourceOptions(kind, sqlite ? { sqliteFile: sqlite.file } : { poolSize: 2 }),
+        'table',
+        table,
+        `ddl-${randomUUID()}:`,
+      );
+      const apps: LockTestApp[] = [];
+      try {
+        for (let i = 0; i < 8; i++) apps.push(await createLockApp(options));
+        const results = await Promise.allSettled(apps.map((app) => app.locks.tryAcquire('first')));
+        const errors = results.flatMap((r) =>
+          r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason)] : [],
+        );
+        expect(errors).toEqual([]);
+        const granted = results.filter((r) => r.status === 'fulfilled' && r.value !== null);
+        expect(granted).toHaveLength(1);
+      } finally {
+        for (const app of apps) await app.close();
+        await dropTable(kind, table, sqlite?.file);
+        sqlite?.cleanup();
+      }
+    }, 30_000);
+  }
+});
