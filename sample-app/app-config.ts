@@ -1,0 +1,204 @@
+/**
+ * The sample app's configuration, read once from environment variables (documented in
+ * sample-app/README.md). With none set, everything lives in one SQLite file: no servers needed.
+ * Every value is validated here, so a typo fails at startup with the variable's name instead
+ * of surfacing later as a confusing runtime error.
+ */
+
+/** How a deduction is protected against concurrent deductions of the same SKU. */
+export type DeductMode = 'lock' | 'none' | 'optimistic';
+
+/** Where products, segments and the order ledger live. */
+export type StoreKind = 'sqlite' | 'postgres' | 'mariadb';
+
+/** Which store the distributed locks live in. */
+export type LockBackendKind =
+  'sqlite' | 'memory' | 'redis' | 'redlock' | 'zookeeper' | 'postgres' | 'mariadb';
+
+/** How the SQL lock backends (`sqlite`, `postgres`, `mariadb`) hold a lock. */
+export type SqlLockStrategy = 'table' | 'for-update' | 'advisory';
+
+/** Connection settings of one SQL database. */
+export type DatabaseConfig =
+  | { kind: 'sqlite'; file: string }
+  | {
+      kind: 'postgres' | 'mariadb';
+      host: string;
+      port: number;
+      user: string;
+      password: string;
+      database: string;
+    };
+
+/** Everything the app needs to know, parsed from the environment. */
+export interface AppConfig {
+  /** HTTP port; 0 picks a free one (the actual URL is printed at startup). */
+  port: number;
+  /** Interface to listen on. */
+  host: string;
+  /** The product store. */
+  store: DatabaseConfig;
+  /** The lock store. */
+  lock: {
+    backend: LockBackendKind;
+    /** SQL backends only. */
+    strategy: SqlLockStrategy;
+    /** The SQL database of a SQL lock backend. */
+    database?: DatabaseConfig;
+    redisUrl: string;
+    redlockUrls: string[];
+    zkConnect: string;
+    /** Lease of a lock, renewed while held. */
+    ttlMs: number;
+    /** How long a deduction waits for a busy lock before answering 409. */
+    waitMs: number;
+    /** Connection pool of a postgres/mariadb lock backend (each held lock may pin one). */
+    poolSize: number;
+  };
+  /** How deductions are protected. */
+  mode: DeductMode;
+  /** Segments a product is split into when it is created or reset (1 = unsegmented). */
+  segments: number;
+  /**
+   * Pause between reading the stock and writing it back, standing in for the work a real
+   * order does there (pricing, payment authorisation). It widens the race window that the
+   * lock closes, the same way in every mode, so runs in different modes compare fairly.
+   */
+  workMs: number;
+  /** Prefix of the app's table names, lock table included (isolates test runs on one database). */
+  tablePrefix: string;
+  /** Exit when stdin closes: set by launchers so an app never outlives them. */
+  exitWithParent: boolean;
+}
+
+/** An environment variable with a bad value. */
+export class ConfigError extends Error {
+  constructor(variable: string, detail: string) {
+    super(`${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const DEDUCT_MODES: readonly DeductMode[] = ['lock', 'none', 'optimistic'];
+const STORES: readonly StoreKind[] = ['sqlite', 'postgres', 'mariadb'];
+const LOCK_BACKENDS: readonly LockBackendKind[] = [
+  'sqlite',
+  'memory',
+  'redis',
+  'redlock',
+  'zookeeper',
+  'postgres',
+  'mariadb',
+];
+const STRATEGIES: readonly SqlLockStrategy[] = ['table', 'for-update', 'advisory'];
+/** Table names are spliced into SQL, so the prefix must be a plain identifier start. */
+const TABLE_PREFIX = /^[a-z][a-z0-9_]{0,30}$/;
+
+/** Parses and validates the configuration; throws `ConfigError` naming the variable. */
+export function loadConfig(env: Env = process.env): AppConfig {
+  const store = oneOf(env, 'STORE', STORES, 'sqlite');
+  const backend = oneOf(env, 'LOCK_BACKEND', LOCK_BACKENDS, 'sqlite');
+  const strategy = oneOf(env, 'LOCK_STRATEGY', STRATEGIES, 'table');
+  if (backend === 'sqlite' && strategy !== 'table') {
+    // SQLite has neither row locks nor advisory locks: only lease rows work there.
+    throw new ConfigError('LOCK_STRATEGY', `SQLite supports only "table", got "${strategy}"`);
+  }
+  const redlockUrls = (env.REDLOCK_URLS ?? '')
+    .split(',')
+    .map((url) => url.trim())
+    .filter((url) => url !== '');
+  if (backend === 'redlock' && redlockUrls.length === 0) {
+    throw new ConfigError(
+      'REDLOCK_URLS',
+      'LOCK_BACKEND=redlock needs comma-separated redis:// URLs',
+    );
+  }
+  const tablePrefix = env.TABLE_PREFIX ?? '';
+  if (tablePrefix !== '' && !TABLE_PREFIX.test(tablePrefix)) {
+    throw new ConfigError('TABLE_PREFIX', `must match ${TABLE_PREFIX}, got "${tablePrefix}"`);
+  }
+  return {
+    port: integer(env, 'PORT', 3000, 0, 65_535),
+    host: env.HOST || '127.0.0.1',
+    store: database(env, store),
+    lock: {
+      backend,
+      strategy,
+      database:
+        backend === 'sqlite' || backend === 'postgres' || backend === 'mariadb'
+          ? database(env, backend)
+          : undefined,
+      redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
+      redlockUrls,
+      zkConnect: env.ZK_CONNECT || '127.0.0.1:2181',
+      ttlMs: integer(env, 'LOCK_TTL_MS', 10_000, 100, 3_600_000),
+      waitMs: integer(env, 'LOCK_WAIT_MS', 10_000, 0, 3_600_000),
+      poolSize: integer(env, 'LOCK_POOL_SIZE', 20, 2, 1_000),
+    },
+    mode: oneOf(env, 'DEDUCT_MODE', DEDUCT_MODES, 'lock'),
+    segments: integer(env, 'SEGMENTS', 1, 1, 64),
+    workMs: integer(env, 'DEDUCT_WORK_MS', 5, 0, 60_000),
+    tablePrefix,
+    exitWithParent: env.EXIT_WITH_PARENT === '1',
+  };
+}
+
+/** One line describing the setup, printed at startup. */
+export function describeConfig(config: AppConfig): string {
+  const where = (db: DatabaseConfig): string =>
+    db.kind === 'sqlite' ? `sqlite ${db.file}` : `${db.kind} ${db.host}:${db.port}/${db.database}`;
+  const { lock } = config;
+  const lockStore =
+    lock.database !== undefined ? `${where(lock.database)}, ${lock.strategy}` : lock.backend;
+  return `store=${where(config.store)} lock=${lock.backend} (${lockStore}) mode=${config.mode} segments=${config.segments}`;
+}
+
+function database(env: Env, kind: StoreKind): DatabaseConfig {
+  switch (kind) {
+    case 'sqlite':
+      return { kind, file: env.SQLITE_FILE || '.tmp/inventory.sqlite' };
+    case 'postgres':
+      return {
+        kind,
+        host: env.PGHOST || '127.0.0.1',
+        port: integer(env, 'PGPORT', 5432, 1, 65_535),
+        user: env.PGUSER || 'postgres',
+        password: env.PGPASSWORD ?? '',
+        database: env.PGDATABASE || 'inventory',
+      };
+    case 'mariadb':
+      return {
+        kind,
+        host: env.MYSQL_HOST || '127.0.0.1',
+        port: integer(env, 'MYSQL_PORT', 3306, 1, 65_535),
+        user: env.MYSQL_USER || 'root',
+        password: env.MYSQL_PASSWORD ?? '',
+        database: env.MYSQL_DATABASE || 'inventory',
+      };
+  }
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = allowed.find((candidate) => candidate === raw.trim().toLowerCase());
+  if (value === undefined) {
+    throw new ConfigError(name, `must be one of ${allowed.join(' | ')}, got "${raw}"`);
+  }
+  return value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+/** DI token of the AppConfig. */
+export const APP_CONFIG = Symbol('APP_CONFIG');
