@@ -53,7 +53,18 @@ export async function openStore(config: AppConfig): Promise<DataSource> {
     entityPrefix: config.tablePrefix,
     synchronize: false,
   });
-  await dataSource.initialize();
+  // Opening SQLite switches it to WAL, which needs a moment alone with the file: another
+  // process starting at the same instant makes it fail with SQLITE_BUSY, so retry that too.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await dataSource.initialize();
+      break;
+    } catch (err) {
+      if (attempt >= SCHEMA_ATTEMPTS || (err as { code?: unknown }).code !== 'SQLITE_BUSY')
+        throw err;
+      await sleep(50 + Math.random() * 200);
+    }
+  }
   for (let attempt = 1; ; attempt++) {
     try {
       await dataSource.synchronize();

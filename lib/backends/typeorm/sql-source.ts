@@ -1,6 +1,10 @@
 import { LockBackendError } from '../../errors/lock.errors';
+import { sleep } from '../../core/timers';
 import { SqlDialect } from './sql-dialect';
 import type { SqlDataSource, SqlResult } from './typeorm-types';
+
+/** Attempts at creating the lock table while other processes race to create it. */
+const CREATE_ATTEMPTS = 10;
 
 /**
  * The backend's access to its DataSource: resolved lazily (a DataSource from Nest DI may not
@@ -31,19 +35,28 @@ export class SqlSource {
     this.dataSource.catch(() => (this.dataSource = undefined)); // retry on the next call
     const ds = await this.dataSource;
     if (this.createTable) {
-      this.tableReady ??= this.execOn(ds, this.dialect.createTable(this.table), []).then(
-        () => undefined,
-        (err: unknown) => {
-          // Postgres: CREATE TABLE IF NOT EXISTS racing another process fails on the catalog's
-          // unique index (23505) or as "already exists" (42P07): the table is there either way.
-          if (createRaceLost(err)) return;
-          throw err;
-        },
-      );
+      this.tableReady ??= this.createTableOnce(ds);
       this.tableReady.catch(() => (this.tableReady = undefined));
       await this.tableReady;
     }
     return ds;
+  }
+
+  /**
+   * CREATE TABLE IF NOT EXISTS, safe when several processes start at once: on Postgres the
+   * losers of that race fail on the catalog (23505 / 42P07 / 42710) while the winner has not
+   * committed yet, so they retry until the statement is a no-op.
+   */
+  private async createTableOnce(ds: SqlDataSource): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.execOn(ds, this.dialect.createTable(this.table), []);
+        return;
+      } catch (err) {
+        if (!createRaceLost(err) || attempt >= CREATE_ATTEMPTS) throw err;
+        await sleep(20 * attempt + Math.random() * 20);
+      }
+    }
   }
 
   /** Runs one statement on a pooled connection (autocommit). */
@@ -98,5 +111,5 @@ export function affectedRows(result: SqlResult): number {
 function createRaceLost(err: unknown): boolean {
   const e = err as { code?: unknown; driverError?: { code?: unknown } } | null;
   const code = e?.code ?? e?.driverError?.code;
-  return code === '23505' || code === '42P07';
+  return code === '23505' || code === '42P07' || code === '42710';
 }
