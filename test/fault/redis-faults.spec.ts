@@ -1,12 +1,10 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
-import type { HoldArgs } from '../support/hold-worker';
+import { startHolder } from '../support/holder-process';
 import { createLockApp } from '../support/lock-app';
 import { redisCommand, startRedisNode, startRedisNodes, stopAll } from '../support/redis-servers';
 
@@ -15,31 +13,6 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const now = () => performance.now();
 
 afterAll(() => stopAll());
-
-/** Starts a hold-worker process and resolves once it holds the lock. */
-async function startHolder(args: HoldArgs) {
-  const root = process.cwd();
-  const child = spawn(
-    process.execPath,
-    [
-      '-r',
-      join(root, 'scripts/ts-register.cjs'),
-      join(root, 'test/support/hold-worker.ts'),
-      JSON.stringify(args),
-    ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const held = await new Promise<{ token: string; fence: number | null }>((resolve, reject) => {
-    child.stdout.on('data', (d: Buffer) =>
-      resolve(JSON.parse(d.toString().split('\n')[0]) as { token: string; fence: number }),
-    );
-    child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return { child, held, exited };
-}
 
 describe('redis faults', () => {
   it('a holder killed with SIGKILL blocks others for at most ttl + 1 s', async () => {

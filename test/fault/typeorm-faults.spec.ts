@@ -1,7 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { createConnection, type RowDataPacket } from 'mysql2/promise';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
@@ -13,38 +11,13 @@ import {
   uniqueTableName,
   type DbKind,
 } from '../support/databases';
-import type { HoldArgs } from '../support/hold-worker';
+import { startHolder } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 
 type Strategy = 'table' | 'for-update' | 'advisory';
 type ServerKind = Exclude<DbKind, 'sqlite'>;
 
 const now = () => performance.now();
-
-/** Starts a hold-worker process and resolves once it holds the lock. */
-async function startHolder(args: HoldArgs) {
-  const root = process.cwd();
-  const child = spawn(
-    process.execPath,
-    [
-      '-r',
-      join(root, 'scripts/ts-register.cjs'),
-      join(root, 'test/support/hold-worker.ts'),
-      JSON.stringify(args),
-    ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const held = await new Promise<{ token: string; fence: number | null }>((resolve, reject) => {
-    child.stdout.on('data', (d: Buffer) =>
-      resolve(JSON.parse(d.toString().split('\n')[0]) as { token: string; fence: number }),
-    );
-    child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
-  });
-  return { child, held, exited };
-}
 
 /** Lock module options for one typeorm backend `db`. */
 function typeormOptions(

@@ -1,12 +1,11 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LockLostError } from '../../lib/errors/lock.errors';
 import type { Lock, LockModuleOptions } from '../../lib/lock.interfaces';
 import { checkHistory, HistoryRecorder, readHistory } from '../support/history';
-import type { HoldArgs } from '../support/hold-worker';
+import { startHolder } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import { startTcpProxy } from '../support/tcp-proxy';
 import { startZkEnsemble, startZkStandalone, stopAllZk } from '../support/zk-servers';
@@ -19,30 +18,6 @@ const zkOptions = (connectionString: string): LockModuleOptions => ({
 });
 
 afterAll(() => stopAllZk());
-
-async function startHolder(args: HoldArgs) {
-  const root = process.cwd();
-  const child = spawn(
-    process.execPath,
-    [
-      '-r',
-      join(root, 'scripts/ts-register.cjs'),
-      join(root, 'test/support/hold-worker.ts'),
-      JSON.stringify(args),
-    ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const held = await new Promise<{ token: string; fence: number | null }>((resolve, reject) => {
-    child.stdout.on('data', (d: Buffer) =>
-      resolve(JSON.parse(d.toString().split('\n')[0]) as { token: string; fence: number }),
-    );
-    child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return { child, held, exited };
-}
 
 describe('zookeeper faults', () => {
   it('a holder killed with SIGKILL: a waiter acquires within sessionTimeout + 1 s', async () => {
