@@ -205,15 +205,17 @@ export class Lease {
     if (this.state !== 'held' || this.renewing) return;
     this.renewing = true;
     const sentAt = monotonicNow();
+    const ttl = this.ttl;
     try {
       const ok = await this.bounded(
-        this.info.backend.extend(this.info.fullKey, this.info.token, this.ttl),
+        this.info.backend.extend(this.info.fullKey, this.info.token, ttl),
         true,
       );
       if (this.state !== 'held') return;
       if (!ok) return this.markLost('renewal refused: the lock is no longer ours');
       if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
-      this.deadline = sentAt + validityOf(this.info.backend, this.ttl);
+      // The ttl this request carried, not this.ttl: an extend(ttl) may have changed it meanwhile.
+      this.deadline = sentAt + validityOf(this.info.backend, ttl);
       this.armDeadline();
       this.scheduleRenewal(this.ttl / 3);
       this.host.reportRenewed(this);

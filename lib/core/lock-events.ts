@@ -26,7 +26,16 @@ export class LockEvents {
     this.log(event);
     for (const listener of this.listeners.get(event.type) ?? []) {
       try {
-        listener(event);
+        const result: unknown = listener(event);
+        // An async listener's rejection must not become an unhandled rejection either.
+        if (result && typeof (result as Promise<unknown>).then === 'function') {
+          (result as Promise<unknown>).then(undefined, (err: unknown) =>
+            this.logger.error(
+              `lock event listener for "${event.type}" failed`,
+              (err as Error)?.stack,
+            ),
+          );
+        }
       } catch (err) {
         this.logger.error(`lock event listener for "${event.type}" threw`, (err as Error)?.stack);
       }

@@ -444,6 +444,11 @@ export class LockManager implements LeaseHost, HandleHost {
       req.backend.release(fullKey, token).catch(() => undefined);
       return null;
     }
+    if (this.closing) {
+      // Granted while the module shuts down: give it back instead of leaking it past close().
+      req.backend.release(fullKey, token).catch(() => undefined);
+      return null;
+    }
     const lease = new Lease(this, {
       backendName: req.backendName,
       backend: req.backend,

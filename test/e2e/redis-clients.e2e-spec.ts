@@ -100,6 +100,8 @@ describe('redis backend clients and connection options', () => {
       [{ type: 'redlock', urls: [] }, 'backends.r.urls'],
       [{ type: 'redlock', urls: ['redis://a', 'redis://a'] }, 'backends.r.urls'],
       [{ type: 'redlock', urls: ['redis://a'], driftFactor: 2 }, 'backends.r.driftFactor'],
+      // A Redlock client that queues commands while a node is down would stall every vote.
+      [{ type: 'redlock', clients: [new Redis({ lazyConnect: true })] }, 'backends.r.clients[0]'],
     ];
     for (const [config, field] of cases) {
       const err = await createLockApp({ backends: { r: config as never } }).catch(

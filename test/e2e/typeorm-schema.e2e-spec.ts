@@ -107,6 +107,48 @@ describe('typeorm entity and configuration', () => {
     }
   });
 
+  it('resolves a DataSource provider that DI creates asynchronously (looked up on first use)', async () => {
+    const tableName = uniqueTableName('late');
+    let created: DataSource | undefined;
+    @Module({
+      providers: [
+        {
+          provide: 'LATE_DS',
+          useFactory: async () => {
+            await new Promise((r) => setTimeout(r, 50));
+            created = new DataSource(dataSourceOptions('postgres') as never);
+            return created.initialize();
+          },
+        },
+      ],
+      exports: ['LATE_DS'],
+    })
+    class LateDbModule {}
+    try {
+      const t = await createLockApp(
+        {
+          backends: {
+            db: {
+              type: 'typeorm',
+              dataSourceToken: 'LATE_DS',
+              tableName,
+              createTable: true,
+              strategy: 'advisory',
+            },
+          },
+        },
+        { imports: [LateDbModule] },
+      );
+      const lock = await t.locks.acquire('late-key');
+      expect(lock.isHeld()).toBe(true);
+      await lock.release();
+      await t.close();
+    } finally {
+      if (created?.isInitialized) await created.destroy();
+      await dropTable('postgres', tableName);
+    }
+  });
+
   it('refuses strategies a database cannot support, and bad table names, at bootstrap', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [
       [
@@ -143,6 +185,10 @@ describe('typeorm entity and configuration', () => {
       ],
       [{ type: 'typeorm' }, 'backends.db'],
       [{ type: 'typeorm', dataSource: {} }, 'backends.db.dataSource'],
+      [
+        { type: 'typeorm', dataSourceOptions: { type: 'mysql' }, strategy: 'for-update' },
+        'backends.db.dataSourceOptions.type',
+      ],
     ];
     for (const [config, field] of cases) {
       const err = await createLockApp({ backends: { db: config as never } }).catch(

@@ -49,21 +49,28 @@ export class RedisLockBackend implements LockBackend {
     const names = redisLockNames(key);
     let wake!: () => void;
     const woken = new Promise<void>((resolve) => (wake = resolve));
-    let timer: NodeJS.Timeout | undefined;
-    const onAbort = (): void => wake();
+    // The bound and the abort are armed first: a Redis that does not answer SUBSCRIBE or PTTL
+    // (down, commands queued offline) must not hold the waiter past maxMs or past shutdown.
+    let timer = setTimeout(wake, maxMs);
+    signal.addEventListener('abort', wake, { once: true });
     try {
-      await this.subscribe(names.channel, wake);
-      // Subscribed first, then look: a release published before the SUBSCRIBE took effect is
-      // seen here as a missing key, so no wake-up is ever lost.
-      const pttl = await this.client.pttl(names.lock);
-      if (pttl === -2) return;
-      const waitMs = pttl > 0 ? Math.min(maxMs, pttl) : maxMs;
-      timer = setTimeout(wake, waitMs);
-      signal.addEventListener('abort', onAbort, { once: true });
+      const look = (async () => {
+        await this.subscribe(names.channel, wake);
+        // Subscribed first, then look: a release published before the SUBSCRIBE took effect
+        // is seen here as a missing key, so no wake-up is ever lost.
+        return this.client.pttl(names.lock);
+      })();
+      look.catch(() => undefined); // a late failure after we stopped waiting is nobody's error
+      const pttl = await Promise.race([look, woken.then(() => undefined)]);
+      if (pttl === undefined || pttl === -2) return;
+      if (pttl > 0 && pttl < maxMs) {
+        clearTimeout(timer);
+        timer = setTimeout(wake, pttl); // the holder's lease ends sooner than maxMs
+      }
       await woken;
     } finally {
-      if (timer) clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
+      clearTimeout(timer);
+      signal.removeEventListener('abort', wake);
       this.unsubscribe(names.channel, wake);
     }
   }

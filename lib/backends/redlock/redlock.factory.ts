@@ -49,6 +49,15 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
         if (typeof client !== 'object' || client === null || typeof client.evalsha !== 'function') {
           throw new LockConfigError(`${listField}[${i}]`, 'must be an ioredis Redis instance');
         }
+        // A quorum must hear "no" from a dead node at once: a client that queues commands while
+        // disconnected would stall every vote until ioredis gives up (tens of seconds).
+        const options = (client as { options?: { enableOfflineQueue?: unknown } }).options;
+        if (options?.enableOfflineQueue !== false) {
+          throw new LockConfigError(
+            `${listField}[${i}]`,
+            'create Redlock clients with enableOfflineQueue: false (and a commandTimeout), so a down node fails fast',
+          );
+        }
       });
       if (config.redisOptions !== undefined) {
         throw new LockConfigError(`${field}.redisOptions`, 'cannot be combined with clients');

@@ -91,8 +91,11 @@ export class PinnedConnections {
       unwatch: () => {
         connection?.removeListener?.('error', onDeath);
         connection?.removeListener?.('end', onDeath);
-        // A later error on a connection back in the pool must not crash the app.
-        connection?.on?.('error', ignore);
+        // A later error on a connection back in the pool must not crash the app (added once).
+        const listeners = (
+          connection as { listeners?(e: string): unknown[] } | undefined
+        )?.listeners?.('error');
+        if (!listeners?.includes(ignore)) connection?.on?.('error', ignore);
       },
     });
   }

@@ -48,7 +48,8 @@ export class SqlDialect {
       case 'postgres':
         return `(floor(extract(epoch from clock_timestamp()) * 1000))::bigint`;
       case 'mysql':
-        return `CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)`;
+        // UTC, so no session time zone or daylight-saving change can make the clock jump.
+        return `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`;
       case 'sqlite':
         return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`;
     }

@@ -23,7 +23,7 @@ const STRATEGIES = ['table', 'for-update', 'advisory'] as const;
 /** Which databases each strategy supports. */
 const SUPPORTED: Record<(typeof STRATEGIES)[number], readonly SqlFamily[]> = {
   table: ['postgres', 'mysql', 'sqlite'],
-  'for-update': ['postgres', 'mysql'],
+  'for-update': ['postgres', 'mysql'], // mysql family: MariaDB only, see checkSupport
   advisory: ['postgres', 'mysql'],
 };
 const DEFAULT_TABLE = 'distributed_lock';
@@ -175,10 +175,18 @@ function lazyBackend(
   strategy: (typeof STRATEGIES)[number],
 ): LockBackend {
   let real: Promise<LockBackend> | undefined;
-  const get = (): Promise<LockBackend> =>
-    (real ??= Promise.resolve(resolve()).then((ds) =>
-      build(config, name, () => ds, strategy, familyOf(ds)!, false),
-    ));
+  let lostListener: ((key: string, token: string, reason: string) => void) | undefined;
+  const get = (): Promise<LockBackend> => {
+    // Built on first use; a failed lookup is not cached, so a later call can succeed.
+    real ??= (async () => {
+      const ds = await resolve();
+      const backend = build(config, name, () => ds, strategy, familyOf(ds)!, false);
+      if (lostListener) backend.onLost?.(lostListener);
+      return backend;
+    })();
+    real.catch(() => (real = undefined));
+    return real;
+  };
   const leaseBased = strategy === 'table';
   return {
     capabilities: { leaseBased, fencing: true },
@@ -186,9 +194,13 @@ function lazyBackend(
     extend: async (k, t, ttl) => (await get()).extend(k, t, ttl),
     release: async (k, t) => (await get()).release(k, t),
     isLocked: async (k) => (await get()).isLocked(k),
-    onLost: (listener) => void get().then((b) => b.onLost?.(listener)),
+    // Only remembered here: the DataSource may not exist yet (attached when the backend is built).
+    onLost: (listener) => {
+      lostListener = listener;
+    },
     close: async () => {
-      if (real) await (await real).close();
+      const backend = await real?.catch(() => undefined);
+      await backend?.close();
     },
   };
 }
@@ -203,6 +215,13 @@ function checkSupport(
     throw new LockConfigError(
       field,
       `database type "${ds.options.type}" is not supported (postgres, mysql, mariadb, better-sqlite3, sqlite)`,
+    );
+  }
+  if (strategy === 'for-update' && ds.options.type === 'mysql') {
+    // It relies on MariaDB's `FOR UPDATE WAIT n` and `LOCK IN SHARE MODE SKIP LOCKED`.
+    throw new LockConfigError(
+      field,
+      'strategy "for-update" needs Postgres or MariaDB (type "mariadb"); on MySQL use "table" or "advisory"',
     );
   }
   if (!SUPPORTED[strategy].includes(family)) {

@@ -59,6 +59,17 @@ export class ZkSession {
     return negotiated && negotiated > 0 ? negotiated : this.options.sessionTimeout;
   }
 
+  /** Id of the current session (8 bytes), to tell our current nodes from an abandoned session's. */
+  get sessionId(): Buffer | undefined {
+    try {
+      const id = this.client?.getSessionId();
+      // All zeros until the first connect: no session yet.
+      return Buffer.isBuffer(id) && id.some((b) => b !== 0) ? id : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Creates the first client and waits up to `waitMs` for it to connect (it keeps trying after). */
   async start(waitMs: number): Promise<void> {
     this.newClient();

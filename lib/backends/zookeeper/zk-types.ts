@@ -6,6 +6,8 @@
 /** `stat` of a znode; zxids are 8-byte big-endian buffers in this client. */
 export interface ZkStat {
   czxid: Buffer | number;
+  /** Session id owning an ephemeral node (8-byte buffer). */
+  ephemeralOwner?: Buffer | number;
 }
 
 /** A watcher event. */
@@ -27,6 +29,7 @@ export interface ZkClient {
   connect(): void;
   close(): void;
   getSessionTimeout(): number;
+  getSessionId(): Buffer;
   getState(): { name: string; code: number };
   addAuthInfo(scheme: string, auth: Buffer): void;
   on(event: 'state', listener: (state: { name: string; code: number }) => void): unknown;

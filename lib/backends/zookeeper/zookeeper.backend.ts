@@ -74,8 +74,9 @@ export class ZookeeperLockBackend implements LockBackend {
           const index = queue.indexOf(basename(path));
           if (index === 0) {
             const grant = await this.granted(key, token, path);
-            path = undefined; // ours now: not to be removed below
-            return grant;
+            path = undefined; // ours now (or removed, if it was an abandoned session's)
+            if (grant) return grant;
+            continue; // queue again under the current session
           }
           if (remaining <= 0 || signal.aborted) return null;
           if (index < 0) {
@@ -134,7 +135,12 @@ export class ZookeeperLockBackend implements LockBackend {
     return `${this.rootPath}/${encodeKey(key)}`;
   }
 
-  private async granted(key: string, token: string, path: string): Promise<LockGrant> {
+  /**
+   * Records a grant, or refuses it (`null`) when the node belongs to a session we already gave
+   * up: that session may still live on the server for a while, but it will expire and take the
+   * node with it, so treating the node as ours would let a second holder in.
+   */
+  private async granted(key: string, token: string, path: string): Promise<LockGrant | null> {
     // The client has no create2, so the czxid costs one exists().
     const stat = await this.session.exists(path);
     if (!stat)
@@ -142,6 +148,12 @@ export class ZookeeperLockBackend implements LockBackend {
         this.backendName,
         `granted node ${path} vanished before it could be read`,
       );
+    const current = this.session.sessionId;
+    const owner = stat.ephemeralOwner;
+    if (current && Buffer.isBuffer(owner) && !owner.equals(current)) {
+      await this.removeQuietly(path);
+      return null;
+    }
     this.held.set(slot(key, token), { key, token, path });
     return { fence: zxidToNumber(stat.czxid), grantedAt: monotonicNow() };
   }
