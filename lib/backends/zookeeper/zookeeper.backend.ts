@@ -65,6 +65,7 @@ export class ZookeeperLockBackend implements LockBackend {
     const dir = this.dirOf(key);
     const deadline = monotonicNow() + waitMs;
     let path: string | undefined;
+    let watch: PredecessorWatch | undefined;
     try {
       for (;;) {
         const remaining = deadline - monotonicNow();
@@ -85,7 +86,10 @@ export class ZookeeperLockBackend implements LockBackend {
             continue;
           }
           const predecessor = `${dir}/${queue[index - 1]}`;
-          await this.waitForDeletion(predecessor, Math.min(remaining, MAX_WATCH_WAIT_MS), signal);
+          // One watch per predecessor: re-arm only when it fired or the predecessor changed
+          // (the client keeps every watcher it is given, so one per loop would pile up).
+          if (watch?.path !== predecessor || watch.fired) watch = this.watchDeletion(predecessor);
+          await this.waitAtMost(watch.done, Math.min(remaining, MAX_WATCH_WAIT_MS), signal);
         } catch (err) {
           // An outage while queued: keep our place if the session survives, until the deadline.
           if (!this.session.isConnectionError(err) || remaining <= 0 || signal.aborted) throw err;
@@ -204,25 +208,36 @@ export class ZookeeperLockBackend implements LockBackend {
     return name === undefined ? undefined : `${dir}/${name}`;
   }
 
-  /** Resolves when `path` is deleted (watch), after `maxMs`, or on abort. */
-  private waitForDeletion(path: string, maxMs: number, signal: AbortSignal): Promise<void> {
+  /** Watches `path` once: `done` resolves when it changes or is gone (or the watch fails). */
+  private watchDeletion(path: string): PredecessorWatch {
+    let resolve!: () => void;
+    const watch: PredecessorWatch = {
+      path,
+      fired: false,
+      done: new Promise<void>((r) => (resolve = r)),
+    };
+    const fire = (): void => {
+      watch.fired = true;
+      resolve();
+    };
+    this.session.exists(path, fire).then(
+      (stat) => stat === null && fire(), // already gone: re-read the queue now
+      fire,
+    );
+    return watch;
+  }
+
+  /** Waits for `done`, at most `maxMs`, or until `signal` aborts. */
+  private waitAtMost(done: Promise<void>, maxMs: number, signal: AbortSignal): Promise<void> {
     return new Promise<void>((resolve) => {
-      let done = false;
       const finish = (): void => {
-        if (done) return;
-        done = true;
         clearTimeout(timer);
         signal.removeEventListener('abort', finish);
         resolve();
       };
       const timer = setTimeout(finish, maxMs);
       signal.addEventListener('abort', finish, { once: true });
-      this.session
-        .exists(path, () => finish())
-        .then(
-          (stat) => stat === null && finish(), // already gone: re-read the queue now
-          () => finish(),
-        );
+      void done.then(finish);
     });
   }
 
@@ -255,6 +270,13 @@ export class ZookeeperLockBackend implements LockBackend {
   private async removeQuietly(path: string): Promise<void> {
     await this.removeOwnNode(path).catch(() => undefined);
   }
+}
+
+/** A watch armed on a waiter's predecessor node. */
+interface PredecessorWatch {
+  readonly path: string;
+  fired: boolean;
+  readonly done: Promise<void>;
 }
 
 function slot(key: string, token: string): string {
