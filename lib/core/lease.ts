@@ -3,6 +3,9 @@ import type { LockBackend } from '../backends/lock-backend.interface';
 import { monotonicNow } from './clock';
 import { unrefTimer, withTimeout } from './timers';
 
+/** Shortest lease left behind by lockAtLeastFor. */
+const MIN_KEEP_MS = 100;
+
 /** What a lease needs from the manager that owns it. */
 export interface LeaseHost {
   /** The lease stopped being held (released or lost): forget it. */
@@ -156,7 +159,11 @@ export class Lease {
     if (keepFor >= 1) {
       if (!backend.capabilities.leaseBased) return { outcome: 'deferred', keepForMs: keepFor };
       // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
-      const ok = await this.bounded(backend.extend(fullKey, token, Math.ceil(keepFor)));
+      // At least a short floor: a lease of a few ms is refused by stores that subtract clock
+      // drift (Redlock), and keeping the lock a little longer than asked is harmless.
+      const ok = await this.bounded(
+        backend.extend(fullKey, token, Math.max(Math.ceil(keepFor), MIN_KEEP_MS)),
+      );
       return { outcome: ok ? 'kept' : 'lost' };
     }
     const ok = await this.bounded(backend.release(fullKey, token));

@@ -129,6 +129,15 @@ export class ForUpdateLockBackend implements LockBackend {
     let held = false;
     try {
       await runner.startTransaction();
+      if (this.source.dialect.family === 'postgres') {
+        // The lock lives in this transaction: a server-side idle-in-transaction timeout below
+        // our lease would end it (and free the row) while we still believe we hold it.
+        await runner.query(
+          `SELECT set_config('idle_in_transaction_session_timeout', '0', true)`,
+          [],
+          true,
+        );
+      }
       if (!(await this.lockRow(runner, k, waitMs))) return null;
       const fence = await this.pins.nextFence(key);
       this.pins.hold(key, token, runner);
