@@ -54,11 +54,6 @@ export interface LockGrant {
   /** Fencing token, strictly increasing per key across all grants; `null` if the backend cannot. */
   readonly fence: number | null;
   /**
-   * Lease validity in ms counted from when the request was sent, if shorter than the ttl
-   * (Redlock's drift-corrected validity). Defaults to the requested ttl.
-   */
-  readonly validityMs?: number;
-  /**
    * Monotonic time (`performance.now()`) at which the store granted the lock, for queued
    * grants that happen some time after the request was sent. Defaults to the send time.
    */

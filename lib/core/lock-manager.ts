@@ -438,7 +438,7 @@ export class LockManager implements LeaseHost, HandleHost {
     startedAt: number,
   ): Lease | null {
     const from = grant.grantedAt ?? sentAt;
-    const validity = Math.min(grant.validityMs ?? req.ttl, validityOf(req.backend, req.ttl));
+    const validity = validityOf(req.backend, req.ttl);
     if (from + validity <= monotonicNow()) {
       // Granted, but the lease already ran out on the way back (slow store, long pause).
       req.backend.release(fullKey, token).catch(() => undefined);

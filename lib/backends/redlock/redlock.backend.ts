@@ -24,7 +24,6 @@ export interface Redlock4 {
 /** Why a quorum operation failed, from probing every node. */
 interface Census {
   reachable: number;
-  ours: number;
   down: string[];
 }
 
@@ -63,7 +62,7 @@ export class RedlockLockBackend implements LockBackend {
     try {
       await view.lock(names.lock, ttlMs);
     } catch (err) {
-      await this.classify(names.lock, token, 'acquire', err);
+      await this.classify(names.lock, 'acquire', err);
       return null;
     }
     try {
@@ -81,7 +80,7 @@ export class RedlockLockBackend implements LockBackend {
       await this.redlock._lock(resource, token, ttlMs, {});
       return true;
     } catch (err) {
-      await this.classify(resource, token, 'extend', err);
+      await this.classify(resource, 'extend', err);
       return false;
     }
   }
@@ -92,7 +91,7 @@ export class RedlockLockBackend implements LockBackend {
       await this.redlock.unlock({ resource, value: token });
       return true;
     } catch (err) {
-      await this.classify(resource, token, 'release', err);
+      await this.classify(resource, 'release', err);
       return false;
     }
   }
@@ -135,13 +134,8 @@ export class RedlockLockBackend implements LockBackend {
    * (LockBackendError, so the core keeps its lease until the deadline instead of declaring
    * loss); otherwise the lock is simply busy / not ours (the caller returns null / false).
    */
-  private async classify(
-    resource: string,
-    token: string,
-    op: string,
-    cause: unknown,
-  ): Promise<void> {
-    const census = await this.census(resource, token);
+  private async classify(resource: string, op: string, cause: unknown): Promise<void> {
+    const census = await this.census(resource);
     if (census.reachable < this.quorum) {
       throw new LockBackendError(
         this.backendName,
@@ -151,11 +145,10 @@ export class RedlockLockBackend implements LockBackend {
     }
   }
 
-  private async census(resource: string, token: string): Promise<Census> {
+  private async census(resource: string): Promise<Census> {
     const results = await this.onEveryNode((node) => node.get(resource));
     return {
       reachable: results.filter((r) => r.ok).length,
-      ours: results.filter((r) => r.ok && r.value === token).length,
       down: results.filter((r) => !r.ok).map((r) => `${r.node}: ${r.error}`),
     };
   }
