@@ -50,25 +50,18 @@ export class AdvisoryLockBackend implements LockBackend {
     }
   }
 
-  async extend(key: string, token: string): Promise<boolean> {
-    const pinned = this.pins.get(key, token);
-    if (!pinned) return false;
-    try {
-      if (this.postgres) {
-        await pinned.runner.query('SELECT 1 AS alive', [], true); // the lock lives with the session
-        return true;
-      }
-      const result = await pinned.runner.query(
+  extend(key: string, token: string): Promise<boolean> {
+    // Postgres: the lock lives with the session, so a live connection means held. MariaDB can
+    // say who holds the name, so ask.
+    if (this.postgres) return this.pins.stillHeld(key, token);
+    return this.pins.stillHeld(key, token, async (runner) => {
+      const result = await runner.query(
         'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine',
         [advisoryLockName(key)],
         true,
       );
-      if (truthy(result.records[0]?.mine)) return true;
-    } catch {
-      // the connection is gone, and the lock with it
-    }
-    await this.pins.drop(pinned);
-    return false;
+      return truthy(result.records[0]?.mine);
+    });
   }
 
   async release(key: string, token: string): Promise<boolean> {

@@ -55,16 +55,9 @@ export class ForUpdateLockBackend implements LockBackend {
     }
   }
 
-  async extend(key: string, token: string): Promise<boolean> {
-    const pinned = this.pins.get(key, token);
-    if (!pinned) return false;
-    try {
-      await pinned.runner.query('SELECT 1 AS alive', [], true); // the transaction (and lock) lives with the connection
-      return true;
-    } catch {
-      await this.pins.drop(pinned);
-      return false;
-    }
+  extend(key: string, token: string): Promise<boolean> {
+    // The transaction, and so the row lock, lives as long as the pinned connection.
+    return this.pins.stillHeld(key, token);
   }
 
   async release(key: string, token: string): Promise<boolean> {

@@ -105,6 +105,29 @@ export class PinnedConnections {
     return this.held.get(slot(key, token));
   }
 
+  /**
+   * Whether (key, token) is still held here: its pinned connection answers `probe` (default a
+   * plain ping) with a truthy value. A dead connection took the lock with it, so it is dropped.
+   */
+  async stillHeld(
+    key: string,
+    token: string,
+    probe: (runner: SqlRunner) => Promise<boolean> = async (runner) => {
+      await runner.query('SELECT 1 AS alive', [], true);
+      return true;
+    },
+  ): Promise<boolean> {
+    const pinned = this.get(key, token);
+    if (!pinned) return false;
+    try {
+      if (await probe(pinned.runner)) return true;
+    } catch {
+      // the connection is gone, and the lock with it
+    }
+    await this.drop(pinned);
+    return false;
+  }
+
   /** Forgets a held lock and returns its connection to the pool. */
   async drop(pinned: Pinned): Promise<void> {
     this.held.delete(slot(pinned.key, pinned.token));
