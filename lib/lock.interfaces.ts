@@ -4,7 +4,11 @@ import type { LockBackendConfig } from './backends/backend-config';
 export interface LockOptions {
   /** Backend name from `LockModule.forRoot({ backends })`; defaults to the module's default backend. */
   backend?: string;
-  /** Lease in ms: how long a crashed holder can block others. Renewed every ttl/3 while held. */
+  /**
+   * Lease in ms: how long a crashed holder can block others. Renewed every ttl/3 while held
+   * (ZooKeeper: a lock is trusted at most 0.9 x the session timeout past the last renewal the
+   * server answered, and renewed every third of that).
+   */
   ttl?: number;
   /** Ms to wait for a busy lock: `0` tries once, `Infinity` waits forever. Ignored by `tryAcquire`. */
   waitTimeout?: number;

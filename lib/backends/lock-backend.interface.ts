@@ -45,6 +45,14 @@ export interface LockBackend {
    */
   onLost?(listener: (key: string, token: string, reason: string) => void): void;
 
+  /**
+   * Session-bound stores: how long, at most, a lock can be trusted after a request the server
+   * answered was sent, whatever the ttl (ZooKeeper: the server expires a session no sooner than
+   * the session timeout after it last heard from the client). The core caps each lease's
+   * validity at this and renews every third of it. Absent: the ttl alone decides.
+   */
+  validityCapMs?(): number;
+
   /** Close resources this backend created; must not close clients the user passed in. */
   close(): Promise<void>;
 }

@@ -41,7 +41,7 @@ export interface LeaseGrantInfo {
 
 /**
  * One real grant of one key on one backend, shared by every re-entry of it. Owns the
- * watchdog (renew every ttl/3) and the monotonic deadline: a refused renewal, or a deadline
+ * watchdog (renew every third of the validity, normally ttl/3) and the monotonic deadline: a refused renewal, or a deadline
  * that passes before a renewal succeeds, marks the lease lost at once.
  */
 export class Lease {
@@ -88,7 +88,7 @@ export class Lease {
   /** Starts the deadline timer and, with autoRenew, the watchdog. */
   start(): void {
     this.armDeadline();
-    if (this.info.autoRenew) this.scheduleRenewal(this.ttl / 3);
+    if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
   }
 
   /** Renews now to `ttl`; `LockLostError` if the backend says it is no longer ours. */
@@ -120,7 +120,7 @@ export class Lease {
     this.ttl = ttl;
     this.deadline = sentAt + validityOf(this.info.backend, ttl);
     this.armDeadline();
-    if (this.info.autoRenew) this.scheduleRenewal(ttl / 3);
+    if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, ttl));
     this.host.reportRenewed(this);
   }
 
@@ -224,7 +224,7 @@ export class Lease {
       // The ttl this request carried, not this.ttl: an extend(ttl) may have changed it meanwhile.
       this.deadline = sentAt + validityOf(this.info.backend, ttl);
       this.armDeadline();
-      this.scheduleRenewal(this.ttl / 3);
+      this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
       this.host.reportRenewed(this);
     } catch (err) {
       if (this.state !== 'held') return;
@@ -250,9 +250,18 @@ export function messageOf(err: unknown): string {
 
 /**
  * How long a lease of `ttl` can be trusted from the moment its request was sent: the ttl less
- * the backend's allowance for clock drift between servers (Redlock's `driftFactor * ttl + 2`).
+ * the backend's allowance for clock drift between servers (Redlock's `driftFactor * ttl + 2`),
+ * and never longer than a session-bound backend's cap (ZooKeeper: a paused holder must not wake
+ * up believing in a lock whose session the server expired meanwhile).
  */
 export function validityOf(backend: LockBackend, ttl: number): number {
   const factor = backend.capabilities.driftFactor ?? 0;
-  return factor > 0 ? ttl - Math.round(factor * ttl) - 2 : ttl;
+  const validity = factor > 0 ? ttl - Math.round(factor * ttl) - 2 : ttl;
+  const cap = backend.validityCapMs?.();
+  return cap !== undefined && cap < validity ? cap : validity;
+}
+
+/** Renewal period: a third of the validity, so two renewals may fail before the lease runs out. */
+function renewalPeriod(backend: LockBackend, ttl: number): number {
+  return validityOf(backend, ttl) / 3;
 }

@@ -177,9 +177,13 @@ export class HistoryRecorder {
     return t;
   }
 
-  /** Record a loss; call from the `AbortSignal` listener when the reason is a `LockLostError`. */
-  lost(key: string, token: string, reason?: string): bigint {
-    const t = this.now();
+  /**
+   * Record a loss; call from the `AbortSignal` listener when the reason is a `LockLostError`.
+   * `at` backdates it: a worker that finds its lock gone (say after being paused) ends its hold at
+   * its last observation that the lock was held, not at the moment it found out.
+   */
+  lost(key: string, token: string, reason?: string, at?: bigint): bigint {
+    const t = at ?? this.now();
     const base = { worker: this.worker, key, token, ev: 'lost' as const };
     this.write(reason === undefined ? { ...base, t: `${t}` } : { ...base, reason, t: `${t}` });
     return t;

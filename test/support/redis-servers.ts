@@ -37,8 +37,11 @@ export interface RedisNode {
   dir: string;
   /** Kills the server (SIGTERM by default), waits for it to exit and removes its dir. */
   stop(signal?: NodeJS.Signals): Promise<void>;
-  /** restart on the same port with the same args (empty data: no persistence) */
-  restart(): Promise<void>;
+  /**
+   * Stop with `signal` (default SIGTERM; SIGKILL for a crash) and start again on the same port
+   * with the same args and dir (empty data unless the args turn persistence on).
+   */
+  restart(signal?: NodeJS.Signals): Promise<void>;
   /** The server's pid while it runs. */
   pid(): number | undefined;
 }
@@ -245,8 +248,8 @@ class ManagedRedisNode implements RedisNode {
     liveNodes().delete(this);
   }
 
-  async restart(): Promise<void> {
-    await this.kill('SIGTERM');
+  async restart(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await this.kill(signal);
     mkdirSync(this.dir, { recursive: true }); // after stop() the dir is gone: start afresh
     trackDir(this.dir, true);
     liveNodes().add(this);

@@ -1,4 +1,4 @@
-// A small TCP proxy on 127.0.0.1 for fault injection between a client and a server: cut every
+// A small TCP proxy (on 127.0.0.1 unless told otherwise) for fault injection between a client and a server: cut every
 // connection, black-hole the traffic, or cut a connection right after a chosen request has
 // reached the server. Node built-ins only (toxiproxy is not installable, `tc netem` not usable).
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -10,7 +10,7 @@ export type ClientDataHook = (chunk: Buffer, conn: number) => ClientDataVerdict;
 /** A running proxy from `address` to its target. */
 export interface TcpProxy {
   port: number;
-  /** `127.0.0.1:<port>` */
+  /** `<listen host>:<port>` */
   address: string;
   /** Destroys every current connection, both the client's and the server's side. */
   cutAll(): void;
@@ -58,12 +58,14 @@ const writable = (socket: Socket | undefined): socket is Socket =>
   socket !== undefined && !socket.destroyed && !socket.writableEnded;
 
 /**
- * Starts a proxy listening on a free port of 127.0.0.1 that forwards each connection to
+ * Starts a proxy listening on a free port of `listenHost` (default 127.0.0.1; a network
+ * namespace's clients need the host side of their veth link) that forwards each connection to
  * `targetHost:targetPort` (default host 127.0.0.1). A connection the target refuses is closed.
  */
 export async function startTcpProxy(
   targetPort: number,
   targetHost = '127.0.0.1',
+  listenHost = '127.0.0.1',
 ): Promise<TcpProxy> {
   const links = new Map<number, Link>();
   let nextId = 1;
@@ -175,7 +177,7 @@ export async function startTcpProxy(
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ host: '127.0.0.1', port: 0 }, () => {
+    server.listen({ host: listenHost, port: 0 }, () => {
       server.off('error', reject);
       resolve();
     });
@@ -189,7 +191,7 @@ export async function startTcpProxy(
 
   return {
     port,
-    address: `127.0.0.1:${port}`,
+    address: `${listenHost}:${port}`,
     cutAll: () => {
       for (const link of [...links.values()]) cut(link);
     },

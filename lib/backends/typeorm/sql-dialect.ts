@@ -1,5 +1,21 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { SqlDataSource } from './typeorm-types';
+
+/**
+ * This boot's id on Linux (`/proc/sys/kernel/random/boot_id`), or `undefined` elsewhere. With
+ * it, SQLite leases run on CLOCK_MONOTONIC, which every process of the machine shares and which
+ * never jumps; rows written in an earlier boot (whose monotonic clock started over) are told
+ * apart by the boot id stored with the owner.
+ */
+const BOOT_ID: string | undefined = (() => {
+  try {
+    const id = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    return /^[0-9a-f-]{36}$/.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
+})();
 
 /** The SQL families the backend speaks. */
 export type SqlFamily = 'postgres' | 'mysql' | 'sqlite';
@@ -42,7 +58,11 @@ export class SqlDialect {
     return text.replace(/\?/g, () => `$${++n}`);
   }
 
-  /** The database server's current time in epoch milliseconds (never the app's clock). */
+  /**
+   * The lease clock in milliseconds, as SQL: the database server's clock (never the app's), or
+   * for SQLite, which has no server, the machine's monotonic clock (a literal; see BOOT_ID) —
+   * a wall clock stepped by NTP or an operator would otherwise expire every held lock at once.
+   */
   get nowMs(): string {
     switch (this.family) {
       case 'postgres':
@@ -51,8 +71,25 @@ export class SqlDialect {
         // UTC, so no session time zone or daylight-saving change can make the clock jump.
         return `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`;
       case 'sqlite':
-        return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`;
+        return BOOT_ID === undefined
+          ? `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
+          : String(process.hrtime.bigint() / 1_000_000n);
     }
+  }
+
+  /** The value stored in `owner` for `token`: on the monotonic SQLite clock, tagged with the boot. */
+  owner(token: string): string {
+    return this.family === 'sqlite' && BOOT_ID !== undefined ? `${BOOT_ID}/${token}` : token;
+  }
+
+  /**
+   * SQL condition true for a row owned in an earlier boot (its expiry is on another monotonic
+   * clock, and its holder is dead anyway); `FALSE` where the clock does not restart.
+   */
+  get ownedInOtherBoot(): string {
+    return this.family === 'sqlite' && BOOT_ID !== undefined
+      ? `owner NOT LIKE '${BOOT_ID}/%'`
+      : '1 = 0';
   }
 
   /** `INSERT` that does nothing when the key row exists. */

@@ -6,7 +6,7 @@ import { affectedRows, type SqlSource } from './sql-source';
  * `strategy: 'table'` (Postgres, MySQL/MariaDB, SQLite): a row per key with owner token,
  * expiry and fence. Acquire takes a free or expired row in one conditional UPDATE that bumps
  * the fence (inserting the row first if the key is new); expiry is judged by the database
- * server's clock; extend and release are conditioned on the owner token. Rows are never
+ * server's clock (SQLite: the machine's monotonic clock, see `SqlDialect.nowMs`); extend and release are conditioned on the owner token. Rows are never
  * deleted, so fences never restart. Waiting is the core's polling with backoff and jitter.
  */
 export class TableLockBackend implements LockBackend {
@@ -36,7 +36,7 @@ export class TableLockBackend implements LockBackend {
     const { table, dialect } = this.source;
     const result = await this.source.exec(
       `UPDATE ${table} SET expires_at = ${dialect.nowMs} + ? WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
-      [ttlMs, storedKey(key), token],
+      [ttlMs, storedKey(key), dialect.owner(token)],
     );
     return affectedRows(result) === 1;
   }
@@ -45,13 +45,13 @@ export class TableLockBackend implements LockBackend {
     const { table, dialect } = this.source;
     const result = await this.source.exec(
       `UPDATE ${table} SET owner = NULL, expires_at = NULL WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
-      [storedKey(key), token],
+      [storedKey(key), dialect.owner(token)],
     );
     if (affectedRows(result) === 1) return true;
     // Ours but already expired (nobody took it): free it anyway, yet report it was not held.
     await this.source.exec(
       `UPDATE ${table} SET owner = NULL, expires_at = NULL WHERE lock_key = ? AND owner = ?`,
-      [storedKey(key), token],
+      [storedKey(key), dialect.owner(token)],
     );
     return false;
   }
@@ -59,7 +59,7 @@ export class TableLockBackend implements LockBackend {
   async isLocked(key: string): Promise<boolean> {
     const { table, dialect } = this.source;
     const result = await this.source.exec(
-      `SELECT 1 AS held FROM ${table} WHERE lock_key = ? AND owner IS NOT NULL AND expires_at > ${dialect.nowMs}`,
+      `SELECT 1 AS held FROM ${table} WHERE lock_key = ? AND owner IS NOT NULL AND expires_at > ${dialect.nowMs} AND NOT (${dialect.ownedInOtherBoot})`,
       [storedKey(key)],
     );
     return result.records.length > 0;
@@ -81,9 +81,9 @@ export class TableLockBackend implements LockBackend {
     const { table, dialect } = this.source;
     const update =
       `UPDATE ${table} SET owner = ?, expires_at = ${dialect.nowMs} + ?, fence = fence + 1 ` +
-      `WHERE lock_key = ? AND (owner IS NULL OR expires_at IS NULL OR expires_at <= ${dialect.nowMs})`;
+      `WHERE lock_key = ? AND (owner IS NULL OR expires_at IS NULL OR expires_at <= ${dialect.nowMs} OR ${dialect.ownedInOtherBoot})`;
     const result = await this.source.exec(this.returning ? `${update} RETURNING fence` : update, [
-      token,
+      dialect.owner(token),
       ttlMs,
       k,
     ]);
@@ -92,7 +92,7 @@ export class TableLockBackend implements LockBackend {
     if (!this.returning && affectedRows(result) === 1) {
       const row = await this.source.exec(
         `SELECT fence FROM ${table} WHERE lock_key = ? AND owner = ?`,
-        [k, token],
+        [k, dialect.owner(token)],
       );
       // Gone already only if the lease ran out in between: not a usable grant.
       return row.records.length === 1 ? { fence: Number(row.records[0].fence) } : null;

@@ -46,6 +46,15 @@ export class ZookeeperLockBackend implements LockBackend {
     });
   }
 
+  /**
+   * 0.9 x the negotiated session timeout: the same margin the session's liveness check gives up
+   * at. A renewal (`exists` on our node) answered by the server proves the session was alive when
+   * it was sent; a holder paused longer than this must not trust its lock on waking up.
+   */
+  validityCapMs(): number {
+    return Math.floor(this.session.sessionTimeout * 0.9);
+  }
+
   async tryAcquire(key: string, token: string): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const path = await this.createNode(dir, token);

@@ -1,0 +1,236 @@
+/**
+ * The backend configurations of the chaos matrix: each starts (and stops) the servers it needs,
+ * lists the TCP endpoints a worker connects to (so the runner can route a victim through proxies
+ * or into a network namespace), builds the worker's `LockModuleOptions` for a given routing, and
+ * knows its store-side fault and its liveness bounds.
+ */
+import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import {
+  dataSourceOptions,
+  dropTable,
+  killConnections,
+  tempSqliteFile,
+  uniqueTableName,
+} from '../support/databases';
+import { startRedisNode, startRedisNodes, type RedisNode } from '../support/redis-servers';
+import { startZkEnsemble, type ZkEnsemble } from '../support/zk-servers';
+
+/** A TCP address a worker connects to. */
+export interface Endpoint {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Maps a store endpoint to the address a particular worker should use (identity, or a proxy). */
+export type Route = (endpoint: Endpoint) => Endpoint;
+
+/** Timing of one profile, ms. */
+export interface ChaosTiming {
+  /** Lock ttl (ZooKeeper: see `zkTtl`). */
+  ttl: number;
+  /** ZooKeeper session timeout. */
+  zkSessionTimeout: number;
+  /** ZooKeeper lock ttl: longer than the session on purpose (the library's default is 30 s vs 10 s). */
+  zkTtl: number;
+  /** How long a pause, black hole or partition lasts: longer than every ttl and session. */
+  faultMs: number;
+  /** How long the victim holds the lock it is struck in: longer than `faultMs`. */
+  strikeHoldMs: number;
+}
+
+/** One column of the matrix. */
+export interface ChaosBackend {
+  readonly id: string;
+  /** Column header. */
+  readonly label: string;
+  /** The lock lives with a session or connection (ZooKeeper, for-update, advisory), not a lease. */
+  readonly sessionBound: boolean;
+  /** Has a server to restart, black-hole or partition from (not SQLite). */
+  readonly networked: boolean;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Store endpoints workers connect to (after start). */
+  endpoints(): Endpoint[];
+  /** Module options for one worker, its endpoints mapped by `route`. */
+  options(route: Route, timing: ChaosTiming): LockModuleOptions;
+  /** ttl of the lock on this backend. */
+  ttl(timing: ChaosTiming): number;
+  /**
+   * How long after its holder died or went silent the store frees a lock by itself: the lease
+   * (ttl) or the session timeout; 0 for connection-bound SQL locks (the server frees them when
+   * the connection closes).
+   */
+  expiryMs(timing: ChaosTiming): number;
+  /** Store-side fault: what it does (for the report), and it, resolving once the store serves again. */
+  readonly storeFault?: { label: string; run(): Promise<void> };
+}
+
+const sqlKinds = {
+  postgres: 'Postgres',
+  mariadb: 'MariaDB',
+  sqlite: 'SQLite',
+} as const;
+
+/** Redis on one node started by the harness; `persistent` = AOF with fsync always. */
+export function redisBackend(persistent: boolean): ChaosBackend {
+  let node: RedisNode | undefined;
+  return {
+    id: persistent ? 'redis' : 'redis-volatile',
+    label: persistent ? 'redis (AOF)' : 'redis (no persistence)',
+    sessionBound: false,
+    networked: true,
+    start: async () => {
+      node = await startRedisNode({
+        extraArgs: persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : [],
+      });
+    },
+    stop: async () => node?.stop(),
+    endpoints: () => [{ host: node!.host, port: node!.port }],
+    options: (route) => {
+      const ep = route({ host: node!.host, port: node!.port });
+      return { backends: { chaos: { type: 'redis', url: `redis://${ep.host}:${ep.port}` } } };
+    },
+    ttl: (t) => t.ttl,
+    expiryMs: (t) => t.ttl,
+    storeFault: {
+      label: persistent ? 'redis-server SIGKILL + restart (AOF)' : 'redis-server restarted empty',
+      run: async () => node!.restart('SIGKILL'),
+    },
+  };
+}
+
+/** Redlock over 3 harness-started nodes; the store fault kills one node and restarts it empty. */
+export function redlockBackend(): ChaosBackend & { nodes(): RedisNode[] } {
+  let nodes: RedisNode[] = [];
+  return {
+    id: 'redlock',
+    label: 'redlock (3)',
+    sessionBound: false,
+    networked: true,
+    nodes: () => nodes,
+    start: async () => {
+      nodes = await startRedisNodes(3);
+    },
+    stop: async () => {
+      await Promise.all(nodes.map((n) => n.stop()));
+    },
+    endpoints: () => nodes.map((n) => ({ host: n.host, port: n.port })),
+    options: (route) => ({
+      backends: {
+        chaos: {
+          type: 'redlock',
+          urls: nodes.map((n) => {
+            const ep = route({ host: n.host, port: n.port });
+            return `redis://${ep.host}:${ep.port}`;
+          }),
+          nodeTimeout: 300,
+        },
+      },
+    }),
+    ttl: (t) => t.ttl,
+    expiryMs: (t) => t.ttl,
+    storeFault: {
+      label: 'one node SIGKILL + restart empty',
+      run: async () => nodes[1].restart('SIGKILL'),
+    },
+  };
+}
+
+/** A 3-node ZooKeeper ensemble; the store fault kills the leader and restarts it. */
+export function zookeeperBackend(): ChaosBackend {
+  let ensemble: ZkEnsemble | undefined;
+  return {
+    id: 'zookeeper',
+    label: 'zookeeper (3)',
+    sessionBound: true,
+    networked: true,
+    start: async () => {
+      ensemble = await startZkEnsemble(3);
+    },
+    stop: async () => ensemble?.stop(),
+    endpoints: () => ensemble!.nodes.map((n) => ({ host: '127.0.0.1', port: n.clientPort })),
+    options: (route, timing) => ({
+      backends: {
+        chaos: {
+          type: 'zookeeper',
+          connectionString: ensemble!.nodes
+            .map((n) => {
+              const ep = route({ host: '127.0.0.1', port: n.clientPort });
+              return `${ep.host}:${ep.port}`;
+            })
+            .join(','),
+          sessionTimeout: timing.zkSessionTimeout,
+        },
+      },
+    }),
+    ttl: (t) => t.zkTtl,
+    expiryMs: (t) => t.zkSessionTimeout,
+    storeFault: {
+      label: 'leader SIGKILL + restart',
+      run: async () => {
+        const leader = await ensemble!.leader();
+        await leader.stop('SIGKILL');
+        await ensemble!.leader(); // the others elect a new one
+        await leader.start();
+      },
+    },
+  };
+}
+
+/** A TypeORM backend on one database with one strategy, on its own table. */
+export function sqlBackend(
+  kind: 'postgres' | 'mariadb' | 'sqlite',
+  strategy: 'table' | 'for-update' | 'advisory',
+): ChaosBackend {
+  const tableName = uniqueTableName('chaos');
+  let sqlite: { file: string; cleanup(): void } | undefined;
+  const base = (): Record<string, unknown> =>
+    kind === 'sqlite'
+      ? dataSourceOptions('sqlite', { sqliteFile: sqlite!.file })
+      : dataSourceOptions(kind, { poolSize: 4 });
+  return {
+    id: `${kind}-${strategy}`,
+    label: `${sqlKinds[kind]} ${strategy}`,
+    sessionBound: strategy !== 'table',
+    networked: kind !== 'sqlite',
+    start: async () => {
+      if (kind === 'sqlite') sqlite = tempSqliteFile();
+    },
+    stop: async () => {
+      await dropTable(kind, tableName, sqlite?.file).catch(() => undefined);
+      sqlite?.cleanup();
+    },
+    endpoints: () => {
+      if (kind === 'sqlite') return [];
+      const o = base();
+      return [{ host: String(o.host), port: Number(o.port) }];
+    },
+    options: (route) => {
+      const o = base();
+      const at = kind === 'sqlite' ? {} : route({ host: String(o.host), port: Number(o.port) });
+      return {
+        backends: {
+          chaos: {
+            type: 'typeorm',
+            dataSourceOptions: { ...o, ...at },
+            strategy,
+            tableName,
+            createTable: true,
+          },
+        },
+      };
+    },
+    ttl: (t) => t.ttl,
+    expiryMs: (t) => (strategy === 'table' ? t.ttl : 0),
+    ...(kind === 'sqlite'
+      ? {}
+      : {
+          storeFault: {
+            label: 'every client connection killed by the server',
+            run: async () => {
+              await killConnections(kind, { all: true });
+            },
+          },
+        }),
+  };
+}

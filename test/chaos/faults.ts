@@ -1,0 +1,196 @@
+/**
+ * The rows of the chaos matrix: what the nemesis does to the victim (the worker holding the
+ * lock) or to the store, how the victim must be wired for it, and how soon the lock must be
+ * available again afterwards on each backend.
+ */
+import { writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisCommand } from '../support/redis-servers';
+import type { TcpProxy } from '../support/tcp-proxy';
+import type { ChaosBackend, ChaosTiming } from './backends';
+import { netnsUnavailable, type Netns } from './netns';
+
+/** How the victim worker is started: as is, through TCP proxies, in a namespace, or under libfaketime. */
+export type VictimSetup = 'plain' | 'proxied' | 'netns' | 'faketime';
+
+/** What a fault can act on. */
+export interface FaultContext {
+  readonly backend: ChaosBackend;
+  readonly timing: ChaosTiming;
+  readonly victim: ChildProcess;
+  /** Resolves with the runner's monotonic time once the victim process has exited. */
+  readonly victimExited: Promise<bigint>;
+  /** The victim's proxies, one per store endpoint, in `backend.endpoints()` order ('proxied', 'netns'). */
+  readonly proxies: readonly TcpProxy[];
+  readonly netns?: Netns;
+  /** libfaketime's timestamp file for the victim ('faketime'). */
+  readonly clockFile?: string;
+  /** The lock key the workers contend for. */
+  readonly key: string;
+}
+
+/** One row of the matrix. */
+export interface Fault {
+  readonly id: string;
+  readonly label: string;
+  /** `true`, or why the fault does not apply to that backend. */
+  applies(backend: ChaosBackend): true | string;
+  readonly victimSetup: VictimSetup;
+  /** Known-unsafe combination: the checker must find the violation. */
+  expectUnsafe?(backend: ChaosBackend): boolean;
+  /** Lock ttl for this row when it differs from the backend's. */
+  ttl?(backend: ChaosBackend, timing: ChaosTiming): number;
+  /** Runs after every worker is ready, before the victim starts. */
+  prepare?(ctx: FaultContext): Promise<void>;
+  /** Strikes while the victim holds; resolves when the fault is over, with the time it began. */
+  inject(ctx: FaultContext): Promise<bigint>;
+  /** Longest time from the fault's start until another grant, ms. */
+  boundMs(backend: ChaosBackend, timing: ChaosTiming): number;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const hr = () => process.hrtime.bigint();
+
+/** Liveness after the victim went silent for `silentMs`: the store's own expiry, or the silence for locks bound to a live connection. */
+const afterSilence = (b: ChaosBackend, t: ChaosTiming, silentMs: number): number =>
+  (b.expiryMs(t) > 0 ? b.expiryMs(t) : silentMs + b.ttl(t)) + 1_000;
+
+/** Liveness when the victim may keep its lock through the fault: its hold, plus an expiry if it loses it. */
+const afterHold = (b: ChaosBackend, t: ChaosTiming): number =>
+  t.strikeHoldMs + b.expiryMs(t) + 2_000;
+
+const onlyRedisVolatile = (b: ChaosBackend): true | string =>
+  b.id === 'redis-volatile' ? 'same as redis (AOF) but for the restart' : true;
+
+/**
+ * Waits until the victim has just renewed its lease on the Redis node at `port` (its PTTL jumps
+ * up), so a fault that follows lands at the start of a renewal period: the window in which a
+ * holder still believes it holds a lock that is gone is then as wide as it can be, and a
+ * known-unsafe configuration is caught every time rather than by luck.
+ */
+async function afterRenewal(port: number, key: string, ttl: number): Promise<void> {
+  const lockKey = redisLockNames(key).lock;
+  const until = performance.now() + ttl;
+  let last = Number.POSITIVE_INFINITY;
+  while (performance.now() < until) {
+    const pttl = Number((await redisCommand(port, 'PTTL', lockKey)).slice(1));
+    if (pttl > last + 50) return;
+    last = pttl;
+    await sleep(3);
+  }
+  throw new Error(`no renewal of ${lockKey} seen on port ${port} within ${ttl} ms`);
+}
+
+export const FAULTS: readonly Fault[] = [
+  {
+    id: 'holder-kill',
+    label: 'holder `kill -9`',
+    applies: onlyRedisVolatile,
+    victimSetup: 'plain',
+    inject: async (ctx) => {
+      ctx.victim.kill('SIGKILL');
+      return ctx.victimExited;
+    },
+    boundMs: (b, t) => afterSilence(b, t, 0),
+  },
+  {
+    id: 'holder-pause',
+    label: 'holder `SIGSTOP` > ttl, then `SIGCONT`',
+    applies: onlyRedisVolatile,
+    victimSetup: 'plain',
+    inject: async (ctx) => {
+      const start = hr();
+      ctx.victim.kill('SIGSTOP');
+      await sleep(ctx.timing.faultMs);
+      ctx.victim.kill('SIGCONT');
+      return start;
+    },
+    boundMs: (b, t) => afterSilence(b, t, t.faultMs),
+  },
+  {
+    id: 'store-restart',
+    label: 'store crash: server killed + restarted / connections killed',
+    applies: (b) => (b.storeFault ? true : 'no server'),
+    victimSetup: 'plain',
+    expectUnsafe: (b) => b.id === 'redis-volatile',
+    ttl: (b, t) => (b.id === 'redis-volatile' ? 3 * t.ttl : b.ttl(t)),
+    inject: async (ctx) => {
+      if (ctx.backend.id === 'redis-volatile') {
+        await afterRenewal(ctx.backend.endpoints()[0].port, ctx.key, 3 * ctx.timing.ttl);
+      }
+      const start = hr();
+      await ctx.backend.storeFault!.run();
+      return start;
+    },
+    boundMs: afterHold,
+  },
+  {
+    id: 'blackhole',
+    label: 'holder’s connections black-holed (TCP proxy) > ttl',
+    applies: (b) => (!b.networked ? 'no network' : onlyRedisVolatile(b)),
+    victimSetup: 'proxied',
+    inject: async (ctx) => {
+      const start = hr();
+      ctx.proxies.forEach((p) => p.blackhole(true));
+      await sleep(ctx.timing.faultMs);
+      ctx.proxies.forEach((p) => p.blackhole(false));
+      return start;
+    },
+    boundMs: (b, t) => afterSilence(b, t, t.faultMs),
+  },
+  {
+    id: 'clock-jump',
+    label: 'holder’s clock +30 s, then −30 s (libfaketime)',
+    applies: onlyRedisVolatile,
+    victimSetup: 'faketime',
+    inject: async (ctx) => {
+      const start = hr();
+      writeFileSync(ctx.clockFile!, '+30s');
+      await sleep(ctx.timing.faultMs / 2);
+      writeFileSync(ctx.clockFile!, '-30s');
+      await sleep(ctx.timing.faultMs / 2);
+      writeFileSync(ctx.clockFile!, '+0s');
+      return start;
+    },
+    boundMs: afterHold,
+  },
+  {
+    id: 'partition',
+    label: 'holder partitioned (`ip netns`, link down) > ttl',
+    applies: (b) => {
+      if (!b.networked) return 'no network';
+      const why = netnsUnavailable();
+      return why ? `skipped: ${why}` : onlyRedisVolatile(b);
+    },
+    victimSetup: 'netns',
+    inject: async (ctx) => {
+      const start = hr();
+      ctx.netns!.partition();
+      await sleep(ctx.timing.faultMs);
+      ctx.netns!.heal();
+      return start;
+    },
+    // A lock bound to a connection is freed only once the holder's packets flow again, and TCP
+    // retransmits on a doubling timer: up to ~3 s after the heal here, so 5 s of slack.
+    boundMs: (b, t) => afterSilence(b, t, t.faultMs) + (b.expiryMs(t) === 0 ? 5_000 : 0),
+  },
+  {
+    id: 'redlock-bare-quorum',
+    label: 'Redlock node restarted empty while the holder has a bare quorum',
+    applies: (b) => (b.id === 'redlock' ? true : 'Redlock only'),
+    victimSetup: 'proxied',
+    expectUnsafe: () => true,
+    ttl: (_b, t) => 3 * t.ttl,
+    // The victim cannot reach node 3: its grants and renewals hold nodes 1 and 2 only.
+    prepare: async (ctx) => ctx.proxies[2].blackhole(true),
+    inject: async (ctx) => {
+      const eps = ctx.backend.endpoints();
+      await afterRenewal(eps[0].port, ctx.key, 3 * ctx.timing.ttl);
+      const start = hr();
+      await ctx.backend.storeFault!.run(); // node 2 of 3, restarted empty
+      return start;
+    },
+    boundMs: afterHold,
+  },
+];

@@ -1,0 +1,141 @@
+/**
+ * The chaos matrix: which backends and faults a profile runs, with which timing, in which order.
+ * Each backend's servers are started once for all its cells and stopped after them.
+ */
+import {
+  redisBackend,
+  redlockBackend,
+  sqlBackend,
+  zookeeperBackend,
+  type ChaosBackend,
+  type ChaosTiming,
+} from './backends';
+import { runCell, type CellResult } from './cell';
+import { FAULTS, type Fault } from './faults';
+
+/** A named set of backends and timing. */
+export interface ChaosProfile {
+  readonly name: 'ci' | 'full';
+  readonly timing: ChaosTiming;
+  /** Backend factories, in column order. */
+  readonly backends: readonly (() => ChaosBackend)[];
+  /** Times each applicable cell runs (every run must pass). */
+  readonly repeat: number;
+}
+
+const everyBackend = [
+  () => redisBackend(true),
+  () => redisBackend(false),
+  redlockBackend,
+  zookeeperBackend,
+  () => sqlBackend('postgres', 'table'),
+  () => sqlBackend('postgres', 'for-update'),
+  () => sqlBackend('postgres', 'advisory'),
+  () => sqlBackend('mariadb', 'table'),
+  () => sqlBackend('mariadb', 'for-update'),
+  () => sqlBackend('mariadb', 'advisory'),
+  () => sqlBackend('sqlite', 'table'),
+];
+
+export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
+  /** What `npm test` runs: every fault, one database per SQL strategy, short timings, once. */
+  ci: {
+    name: 'ci',
+    timing: {
+      ttl: 1_000,
+      zkSessionTimeout: 2_000,
+      zkTtl: 5_000,
+      faultMs: 2_500,
+      strikeHoldMs: 4_000,
+    },
+    backends: [
+      () => redisBackend(true),
+      () => redisBackend(false),
+      redlockBackend,
+      zookeeperBackend,
+      () => sqlBackend('postgres', 'table'),
+      () => sqlBackend('mariadb', 'for-update'),
+      () => sqlBackend('postgres', 'advisory'),
+      () => sqlBackend('sqlite', 'table'),
+    ],
+    repeat: 1,
+  },
+  /** `npm run test:chaos`: every backend and strategy, longer timings, each cell three times. */
+  full: {
+    name: 'full',
+    timing: {
+      ttl: 2_000,
+      zkSessionTimeout: 3_000,
+      zkTtl: 9_000,
+      faultMs: 4_000,
+      strikeHoldMs: 6_000,
+    },
+    backends: everyBackend,
+    repeat: 3,
+  },
+};
+
+/** A cell that was not run, and why. */
+export interface SkippedCell {
+  readonly backend: string;
+  readonly fault: string;
+  readonly reason: string;
+}
+
+/** Everything one run produced. */
+export interface MatrixRun {
+  readonly profile: ChaosProfile['name'];
+  readonly timing: ChaosTiming;
+  readonly backends: readonly { id: string; label: string }[];
+  readonly faults: readonly { id: string; label: string }[];
+  readonly cells: readonly CellResult[];
+  readonly skipped: readonly SkippedCell[];
+  readonly date: string;
+}
+
+/**
+ * Runs a profile; `only` filters by backend id and fault id (substring match), `onCell` sees
+ * each result as it comes.
+ */
+export async function runMatrix(
+  profile: ChaosProfile,
+  opts: { only?: { backend?: string; fault?: string }; onCell?: (cell: CellResult) => void } = {},
+): Promise<MatrixRun> {
+  const cells: CellResult[] = [];
+  const skipped: SkippedCell[] = [];
+  const columns: { id: string; label: string }[] = [];
+  const faults = FAULTS.filter((f) => !opts.only?.fault || f.id.includes(opts.only.fault));
+  for (const make of profile.backends) {
+    const backend = make();
+    if (opts.only?.backend && !backend.id.includes(opts.only.backend)) continue;
+    columns.push({ id: backend.id, label: backend.label });
+    const todo: Fault[] = [];
+    for (const fault of faults) {
+      const applies = fault.applies(backend);
+      if (applies === true) todo.push(fault);
+      else skipped.push({ backend: backend.id, fault: fault.id, reason: applies });
+    }
+    if (todo.length === 0) continue;
+    await backend.start();
+    try {
+      for (const fault of todo) {
+        for (let i = 0; i < profile.repeat; i++) {
+          const cell = await runCell(backend, fault, profile.timing);
+          cells.push(cell);
+          opts.onCell?.(cell);
+        }
+      }
+    } finally {
+      await backend.stop();
+    }
+  }
+  return {
+    profile: profile.name,
+    timing: profile.timing,
+    backends: columns,
+    faults: faults.map((f) => ({ id: f.id, label: f.label })),
+    cells,
+    skipped,
+    date: new Date().toISOString(),
+  };
+}
