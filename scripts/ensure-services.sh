@@ -7,6 +7,8 @@
 #              (ENSURE_REDIS_PORT overrides the port, for trying this script out).
 #   zookeeper  the Debian package zookeeper (/usr/share/java/zookeeper.jar) and java; no server
 #              is started here: tests start their own (see test/support/zk-servers.ts).
+#   faketime   the Debian package faketime (libfaketime), for the chaos matrix's clock jumps;
+#              iproute2 (`ip netns`) for its partitions (root only).
 #   postgres   PostgreSQL answering on 127.0.0.1:5432 (started with pg_ctlcluster when down,
 #              Debian package postgresql installed as root when missing) and a database locktest
 #              that user postgres reaches over TCP without a password (or with PGPASSWORD).
@@ -104,6 +106,26 @@ ensure_zookeeper() {
   fi
   echo "zookeeper: $how zookeeper $(zookeeper_version) ($ZK_JAR), java $(java_version);" \
     "tests start their own servers"
+}
+
+# --- libfaketime and iproute2 (chaos matrix) ---------------------------------------------------
+
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+
+# The chaos matrix jumps one worker's wall clock with LD_PRELOAD=libfaketime and partitions one
+# worker with `ip netns` (which needs root: without it, partitions are skipped with a reason).
+ensure_chaos_tools() {
+  local how="found"
+  if [[ ! -f "$FAKETIME_LIB" ]]; then
+    apt_install faketime faketime
+    how="installed"
+  fi
+  if [[ ! -f "$FAKETIME_LIB" ]]; then
+    echo "faketime: $FAKETIME_LIB still missing after installing the package faketime" >&2
+    exit 1
+  fi
+  if ! command -v ip >/dev/null && [[ $(id -u) -eq 0 ]]; then apt_install iproute2 iproute2; fi
+  echo "chaos tools: $how libfaketime ($FAKETIME_LIB); ip: $(command -v ip || echo 'missing: partitions skipped')"
 }
 
 # --- PostgreSQL --------------------------------------------------------------------------------
@@ -236,5 +258,6 @@ ensure_mariadb() {
 
 ensure_redis
 ensure_zookeeper
+ensure_chaos_tools
 ensure_postgres
 ensure_mariadb

@@ -45,8 +45,8 @@ export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
       ttl: 1_000,
       zkSessionTimeout: 2_000,
       zkTtl: 5_000,
-      faultMs: 2_500,
-      strikeHoldMs: 4_000,
+      faultMs: 2_200,
+      strikeHoldMs: 3_500,
     },
     backends: [
       () => redisBackend(true),
@@ -60,7 +60,7 @@ export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
     ],
     repeat: 1,
   },
-  /** `npm run test:chaos`: every backend and strategy, longer timings, each cell three times. */
+  /** `npm run test:chaos`: every backend and strategy, longer timings (`--repeat n`: each cell n times). */
   full: {
     name: 'full',
     timing: {
@@ -71,7 +71,7 @@ export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
       strikeHoldMs: 6_000,
     },
     backends: everyBackend,
-    repeat: 3,
+    repeat: 1,
   },
 };
 

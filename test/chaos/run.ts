@@ -1,10 +1,15 @@
 /**
- * `npm run test:chaos [-- --profile ci|full] [--backend <id>] [--fault <id>]`: runs the chaos
- * matrix, prints it and writes the report (see report.ts).
+ * `npm run test:chaos` runs the full chaos matrix, prints it, writes `docs/chaos-matrix.md` and
+ * `.json`, and regenerates the README's reliability section from it.
+ * `-- --profile ci` runs the reduced profile `npm test` runs; `--backend <id>` and
+ * `--fault <id>` (substrings) run part of it; `--repeat <n>` runs every cell n times. Partial and CI runs write `.tmp/chaos-matrix-*.md`
+ * only, so the committed report always is a whole full run.
  */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { stopAll } from '../support/redis-servers';
 import { stopAllZk } from '../support/zk-servers';
 import { PROFILES, runMatrix, type ChaosProfile } from './matrix';
+import { consoleLine, markdownReport, readmeBlock, summaryTable, withReadmeBlock } from './report';
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -12,18 +17,38 @@ function flag(name: string): string | undefined {
 }
 
 async function main(): Promise<void> {
-  const profile = PROFILES[(flag('profile') ?? 'full') as ChaosProfile['name']];
-  if (!profile) throw new Error(`unknown profile ${flag('profile')}: use ci or full`);
-  const run = await runMatrix(profile, {
-    only: { backend: flag('backend'), fault: flag('fault') },
-    onCell: (c) =>
-      console.log(
-        `${c.backend.padEnd(18)} ${c.fault.padEnd(20)} ${c.verdict.padEnd(6)} overlaps=${c.overlaps} fence=${c.fenceViolations} lost=${c.lostUpdates} staleRej=${c.staleRejected} staleAcc=${c.staleAccepted} recovery=${c.recoveryMs}/${c.boundMs} sections=${c.sections} ${c.durationMs}ms ${c.findings.join(' || ')}`,
-      ),
-  });
-  console.log(
-    `${run.cells.length} cells, ${run.cells.filter((c) => c.verdict === 'FAIL').length} failed`,
-  );
+  const name = (flag('profile') ?? 'full') as ChaosProfile['name'];
+  if (!PROFILES[name]) throw new Error(`unknown profile "${name}": use ci or full`);
+  const repeat = Number(flag('repeat') ?? PROFILES[name].repeat);
+  if (!Number.isInteger(repeat) || repeat < 1)
+    throw new Error(`--repeat must be a positive integer`);
+  const profile = { ...PROFILES[name], repeat };
+  const only = { backend: flag('backend'), fault: flag('fault') };
+  const partial = only.backend !== undefined || only.fault !== undefined;
+  console.log(`chaos matrix, profile ${name}${partial ? ` (only ${JSON.stringify(only)})` : ''}`);
+  const run = await runMatrix(profile, { only, onCell: (c) => console.log(consoleLine(c)) });
+  for (const s of run.skipped.filter((s) => s.reason.startsWith('skipped'))) {
+    console.log(`skipped ${s.fault} × ${s.backend}: ${s.reason}`);
+  }
+  console.log(`\n${summaryTable(run)}\n`);
+
+  if (name === 'full' && !partial) {
+    mkdirSync('docs', { recursive: true });
+    writeFileSync('docs/chaos-matrix.md', markdownReport(run));
+    writeFileSync('docs/chaos-matrix.json', `${JSON.stringify(run, null, 2)}\n`);
+    writeFileSync(
+      'README.md',
+      withReadmeBlock(readFileSync('README.md', 'utf8'), readmeBlock(run)),
+    );
+    console.log('wrote docs/chaos-matrix.md, docs/chaos-matrix.json and the README section');
+  } else {
+    mkdirSync('.tmp', { recursive: true });
+    writeFileSync(`.tmp/chaos-matrix-${name}.md`, markdownReport(run));
+    console.log(`wrote .tmp/chaos-matrix-${name}.md`);
+  }
+  const failed = run.cells.filter((c) => c.verdict === 'FAIL');
+  console.log(`${run.cells.length} cells, ${failed.length} failed`);
+  if (failed.length > 0) process.exitCode = 1;
 }
 
 main()
