@@ -11,6 +11,7 @@ import { stopAllZk } from '../support/zk-servers';
 import type { ChaosBackend } from './backends';
 import { runCell, type CellResult } from './cell';
 import { FAULTS } from './faults';
+import { machineLine } from './machine';
 import { PROFILES, type MatrixRun, type SkippedCell } from './matrix';
 import { markdownReport, readmeBlock, withReadmeBlock } from './report';
 
@@ -30,6 +31,7 @@ afterAll(async () => {
     cells,
     skipped,
     date: new Date().toISOString(),
+    machine: machineLine(),
   };
   mkdirSync('.tmp', { recursive: true });
   writeFileSync('.tmp/chaos-matrix-ci.md', markdownReport(run));

@@ -60,6 +60,15 @@ const afterSilence = (b: ChaosBackend, t: ChaosTiming, silentMs: number): number
 const afterHold = (b: ChaosBackend, t: ChaosTiming): number =>
   t.strikeHoldMs + b.expiryMs(t) + 2_000;
 
+/** Turns a fault on for `faultMs`, then off; resolves the time it began. */
+async function forAWhile(ctx: FaultContext, on: () => void, off: () => void): Promise<bigint> {
+  const start = hr();
+  on();
+  await sleep(ctx.timing.faultMs);
+  off();
+  return start;
+}
+
 const onlyRedisVolatile = (b: ChaosBackend): true | string =>
   b.id === 'redis-volatile' ? 'same as redis (AOF) but for the restart' : true;
 
@@ -99,13 +108,12 @@ export const FAULTS: readonly Fault[] = [
     label: 'holder `SIGSTOP` > ttl, then `SIGCONT`',
     applies: onlyRedisVolatile,
     victimSetup: 'plain',
-    inject: async (ctx) => {
-      const start = hr();
-      ctx.victim.kill('SIGSTOP');
-      await sleep(ctx.timing.faultMs);
-      ctx.victim.kill('SIGCONT');
-      return start;
-    },
+    inject: (ctx) =>
+      forAWhile(
+        ctx,
+        () => ctx.victim.kill('SIGSTOP'),
+        () => ctx.victim.kill('SIGCONT'),
+      ),
     boundMs: (b, t) => afterSilence(b, t, t.faultMs),
   },
   {
@@ -130,13 +138,12 @@ export const FAULTS: readonly Fault[] = [
     label: 'holder’s connections black-holed (TCP proxy) > ttl',
     applies: (b) => (!b.networked ? 'no network' : onlyRedisVolatile(b)),
     victimSetup: 'proxied',
-    inject: async (ctx) => {
-      const start = hr();
-      ctx.proxies.forEach((p) => p.blackhole(true));
-      await sleep(ctx.timing.faultMs);
-      ctx.proxies.forEach((p) => p.blackhole(false));
-      return start;
-    },
+    inject: (ctx) =>
+      forAWhile(
+        ctx,
+        () => ctx.proxies.forEach((p) => p.blackhole(true)),
+        () => ctx.proxies.forEach((p) => p.blackhole(false)),
+      ),
     boundMs: (b, t) => afterSilence(b, t, t.faultMs),
   },
   {
@@ -164,13 +171,12 @@ export const FAULTS: readonly Fault[] = [
       return why ? `skipped: ${why}` : onlyRedisVolatile(b);
     },
     victimSetup: 'netns',
-    inject: async (ctx) => {
-      const start = hr();
-      ctx.netns!.partition();
-      await sleep(ctx.timing.faultMs);
-      ctx.netns!.heal();
-      return start;
-    },
+    inject: (ctx) =>
+      forAWhile(
+        ctx,
+        () => ctx.netns!.partition(),
+        () => ctx.netns!.heal(),
+      ),
     // A lock bound to a connection is freed only once the holder's packets flow again, and TCP
     // retransmits on a doubling timer: up to ~3 s after the heal here, so 5 s of slack.
     boundMs: (b, t) => afterSilence(b, t, t.faultMs) + (b.expiryMs(t) === 0 ? 5_000 : 0),

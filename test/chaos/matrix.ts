@@ -12,6 +12,7 @@ import {
 } from './backends';
 import { runCell, type CellResult } from './cell';
 import { FAULTS, type Fault } from './faults';
+import { machineLine } from './machine';
 
 /** A named set of backends and timing. */
 export interface ChaosProfile {
@@ -91,6 +92,8 @@ export interface MatrixRun {
   readonly cells: readonly CellResult[];
   readonly skipped: readonly SkippedCell[];
   readonly date: string;
+  /** OS, CPUs and Node of the machine it ran on. */
+  readonly machine: string;
 }
 
 /**
@@ -137,5 +140,6 @@ export async function runMatrix(
     cells,
     skipped,
     date: new Date().toISOString(),
+    machine: machineLine(),
   };
 }

@@ -2,13 +2,14 @@
  * `npm run test:chaos` runs the full chaos matrix, prints it, writes `docs/chaos-matrix.md` and
  * `.json`, and regenerates the README's reliability section from it.
  * `-- --profile ci` runs the reduced profile `npm test` runs; `--backend <id>` and
- * `--fault <id>` (substrings) run part of it; `--repeat <n>` runs every cell n times. Partial and CI runs write `.tmp/chaos-matrix-*.md`
+ * `--fault <id>` (substrings) run part of it; `--repeat <n>` runs every cell n times;
+ * `--render` rewrites the report and the README from `docs/chaos-matrix.json` alone. Partial and CI runs write `.tmp/chaos-matrix-*.md`
  * only, so the committed report always is a whole full run.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { stopAll } from '../support/redis-servers';
 import { stopAllZk } from '../support/zk-servers';
-import { PROFILES, runMatrix, type ChaosProfile } from './matrix';
+import { PROFILES, runMatrix, type ChaosProfile, type MatrixRun } from './matrix';
 import { consoleLine, markdownReport, readmeBlock, summaryTable, withReadmeBlock } from './report';
 
 function flag(name: string): string | undefined {
@@ -16,7 +17,20 @@ function flag(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
+/** Writes the report, its JSON and the README block of a full run. */
+function writeFullReport(run: MatrixRun): void {
+  mkdirSync('docs', { recursive: true });
+  writeFileSync('docs/chaos-matrix.md', markdownReport(run));
+  writeFileSync('docs/chaos-matrix.json', `${JSON.stringify(run, null, 2)}\n`);
+  writeFileSync('README.md', withReadmeBlock(readFileSync('README.md', 'utf8'), readmeBlock(run)));
+  console.log('wrote docs/chaos-matrix.md, docs/chaos-matrix.json and the README section');
+}
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--render')) {
+    // Re-render the report and the README from the last full run, without running anything.
+    return writeFullReport(JSON.parse(readFileSync('docs/chaos-matrix.json', 'utf8')) as MatrixRun);
+  }
   const name = (flag('profile') ?? 'full') as ChaosProfile['name'];
   if (!PROFILES[name]) throw new Error(`unknown profile "${name}": use ci or full`);
   const repeat = Number(flag('repeat') ?? PROFILES[name].repeat);
@@ -33,14 +47,7 @@ async function main(): Promise<void> {
   console.log(`\n${summaryTable(run)}\n`);
 
   if (name === 'full' && !partial) {
-    mkdirSync('docs', { recursive: true });
-    writeFileSync('docs/chaos-matrix.md', markdownReport(run));
-    writeFileSync('docs/chaos-matrix.json', `${JSON.stringify(run, null, 2)}\n`);
-    writeFileSync(
-      'README.md',
-      withReadmeBlock(readFileSync('README.md', 'utf8'), readmeBlock(run)),
-    );
-    console.log('wrote docs/chaos-matrix.md, docs/chaos-matrix.json and the README section');
+    writeFullReport(run);
   } else {
     mkdirSync('.tmp', { recursive: true });
     writeFileSync(`.tmp/chaos-matrix-${name}.md`, markdownReport(run));
