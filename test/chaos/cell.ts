@@ -55,6 +55,8 @@ interface Worker {
   readonly lines: string[];
   stderr: string;
   exitCode?: number | null;
+  /** Runner's monotonic time of the exit. */
+  exitedAt?: bigint;
   stats?: ChaosWorkerStats;
 }
 
@@ -89,7 +91,8 @@ function startWorker(
     exited: new Promise<bigint>((resolve) =>
       child.once('exit', (code) => {
         worker.exitCode = code;
-        resolve(hr());
+        worker.exitedAt = hr();
+        resolve(worker.exitedAt);
       }),
     ),
   };
@@ -257,11 +260,13 @@ export async function runCell(
 
     const events = readHistory(files);
     const victimKilled = fault.id === 'holder-kill';
-    const victimExit = await Promise.race([victim.exited, sleep(0).then(() => undefined)]);
+    const victimExit = victim.exitedAt;
     const check = checkHistory(events, {
       // A worker killed while holding holds nothing once it is dead.
       openHoldEnd: (h) =>
-        h.worker === 'w0' && victimKilled && victimExit ? victimExit : 'infinity',
+        h.worker === victim.name && victimKilled && victimExit !== undefined
+          ? victimExit
+          : 'infinity',
       witnessFinal: { [KEY]: Number(readFileSync(witnessFile, 'utf8')) },
     });
     const count = (...kinds: string[]) =>

@@ -40,6 +40,7 @@ afterAll(async () => {
 describe.each(profile.backends.map((make) => [make().label, make] as const))(
   'chaos matrix: %s',
   (_label, make) => {
+    // A fresh instance per describe (the one above only named it): it owns its servers and table.
     const backend: ChaosBackend = make();
     columns.push({ id: backend.id, label: backend.label });
     beforeAll(() => backend.start(), 60_000);

@@ -6,8 +6,8 @@ import { affectedRows, type SqlSource } from './sql-source';
  * `strategy: 'table'` (Postgres, MySQL/MariaDB, SQLite): a row per key with owner token,
  * expiry and fence. Acquire takes a free or expired row in one conditional UPDATE that bumps
  * the fence (inserting the row first if the key is new); expiry is judged by the database
- * server's clock (SQLite: the machine's monotonic clock, see `SqlDialect.nowMs`); extend and release are conditioned on the owner token. Rows are never
- * deleted, so fences never restart. Waiting is the core's polling with backoff and jitter.
+ * server's clock (SQLite: the machine's monotonic clock, see `SqlDialect.nowMs`); extend and
+ * release are conditioned on the owner token. Rows are never deleted, so fences never restart. Waiting is the core's polling with backoff and jitter.
  */
 export class TableLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = { leaseBased: true, fencing: true };
