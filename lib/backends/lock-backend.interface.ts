@@ -12,9 +12,10 @@ export interface LockBackend {
   tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null>;
 
   /**
-   * Optional queued acquisition for stores with native waiter queues (memory FIFO,
+   * Optional queued acquisition for stores with waiter queues (memory FIFO, Redis sorted set,
    * ZooKeeper sequential nodes). Resolves `null` when `waitMs` passes or `signal` aborts.
-   * When absent, the core loops `tryAcquire` + `waitForRelease` (or backoff).
+   * Calls `onQueued` (if given) when it finds the lock busy and starts waiting.
+   * When absent, the core loops `tryAcquire` with jittered exponential backoff.
    */
   acquire?(
     key: string,
@@ -22,13 +23,8 @@ export interface LockBackend {
     ttlMs: number,
     waitMs: number,
     signal: AbortSignal,
+    onQueued?: () => void,
   ): Promise<LockGrant | null>;
-
-  /**
-   * Optional event-driven wake-up: resolves when `key` may have been released, after at most
-   * `maxMs`, or when `signal` aborts. Never rejects for a timeout.
-   */
-  waitForRelease?(key: string, maxMs: number, signal: AbortSignal): Promise<void>;
 
   /** Renew the lease to `ttlMs` if `token` still owns `key`; `false` = no longer ours. */
   extend(key: string, token: string, ttlMs: number): Promise<boolean>;
@@ -66,6 +62,12 @@ export interface LockGrant {
    * grants that happen some time after the request was sent. Defaults to the send time.
    */
   readonly grantedAt?: number;
+  /**
+   * The store granted a shorter lease than the ttl asked for (a lock handed over to a queued
+   * waiter): the core trusts only this much from `grantedAt` and renews to the ttl after a
+   * third of it.
+   */
+  readonly validityMs?: number;
 }
 
 /** Static facts about a backend. */
@@ -82,4 +84,9 @@ export interface LockBackendCapabilities {
    * The core shortens every lease it believes in by `driftFactor * ttl + 2 ms`. Default 0.
    */
   readonly driftFactor?: number;
+  /**
+   * `true`: when the caller may wait, the core calls `acquire` straight away instead of a
+   * `tryAcquire` first (for queues whose first step takes a free lock anyway).
+   */
+  readonly queueAtOnce?: boolean;
 }

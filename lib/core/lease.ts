@@ -56,13 +56,27 @@ export class Lease {
   /** Monotonic time the lock was granted. */
   readonly acquiredAt: number;
 
-  private readonly controller = new AbortController();
-  private renewTimer?: NodeJS.Timeout;
-  private deadlineTimer?: NodeJS.Timeout;
+  /**
+   * Created on first use of `signal`: most locks are released without anyone looking at it,
+   * and an AbortController plus a LockLostError (stack trace) per acquisition is a large share
+   * of an uncontended cycle's CPU.
+   */
+  private controller?: AbortController;
+  /** Why the lease ended, kept so a signal created afterwards is aborted with the same reason. */
+  private ended?: { reason: string; cause?: unknown; error?: LockLostError };
+  /**
+   * One timer per lease, set for whichever comes first: the next renewal or the deadline
+   * (two timers per lease were a measurable share of an uncontended cycle).
+   */
+  private timer?: NodeJS.Timeout;
+  /** Monotonic time the next renewal is due; undefined when none is scheduled. */
+  private renewAt?: number;
   private renewing = false;
 
   constructor(
     private readonly host: LeaseHost,
+    /** The manager's key for this lease among those held (backend, key and token). */
+    readonly slot: string,
     readonly info: LeaseGrantInfo,
   ) {
     this.ttl = info.ttl;
@@ -72,6 +86,10 @@ export class Lease {
 
   /** Aborted (reason `LockLostError`) when the lease is lost or released. */
   get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.ended) this.controller.abort(this.endError());
+    }
     return this.controller.signal;
   }
 
@@ -85,10 +103,15 @@ export class Lease {
     return true;
   }
 
-  /** Starts the deadline timer and, with autoRenew, the watchdog. */
-  start(): void {
-    this.armDeadline();
-    if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
+  /**
+   * Starts the deadline timer and, with autoRenew, the watchdog. `shortLease`: the store's
+   * lease is shorter than the ttl (a hand-over), so it is renewed to the ttl after a third of
+   * that short validity, with or without autoRenew (most hand-overs are released before).
+   */
+  start(shortLease = false): void {
+    if (shortLease) this.scheduleRenewal(this.info.validityMs / 3);
+    else if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
+    else this.armTimer();
   }
 
   /** Renews now to `ttl`; `LockLostError` if the backend says it is no longer ours. */
@@ -119,7 +142,7 @@ export class Lease {
     }
     this.ttl = ttl;
     this.deadline = sentAt + validityOf(this.info.backend, ttl);
-    this.armDeadline();
+    this.armTimer(); // the deadline moved
     if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, ttl));
     this.host.reportRenewed(this);
   }
@@ -129,7 +152,7 @@ export class Lease {
     if (this.state !== 'held') return;
     this.state = 'lost';
     this.clearTimers();
-    this.controller.abort(this.lostError(reason, cause));
+    this.end(reason, cause);
     this.host.leaseEnded(this);
     this.host.reportLost(this, reason, cause);
     // Best effort: if the store still has our token (e.g. renewal timed out locally), free
@@ -152,7 +175,7 @@ export class Lease {
     if (!this.isHeld()) return { outcome: 'lost' };
     this.state = 'released';
     this.clearTimers();
-    this.controller.abort(this.lostError(reason));
+    this.end(reason);
     this.host.leaseEnded(this);
     const { backend, fullKey, token } = this.info;
     const keepFor = this.acquiredAt + this.info.lockAtLeastFor - monotonicNow();
@@ -176,6 +199,17 @@ export class Lease {
     return withTimeout(call, ms, () => new Error(`no answer within ${ms} ms`), background);
   }
 
+  /** Records why the lease ended and aborts the signal if anyone holds it. */
+  private end(reason: string, cause?: unknown): void {
+    this.ended = { reason, cause };
+    this.controller?.abort(this.endError());
+  }
+
+  private endError(): LockLostError {
+    const ended = this.ended!;
+    return (ended.error ??= this.lostError(ended.reason, ended.cause));
+  }
+
   private lostError(reason: string, cause?: unknown): LockLostError {
     return new LockLostError(
       this.info.key,
@@ -185,27 +219,41 @@ export class Lease {
     );
   }
 
-  private armDeadline(): void {
-    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = unrefTimer(() => {
-      this.deadlineTimer = undefined;
-      if (this.state !== 'held') return;
-      // Timers may fire a hair early; re-arm rather than declare loss before the deadline.
-      if (monotonicNow() < this.deadline) return this.armDeadline();
+  /** Renew `delayMs` from now (whole ms, rounded down: renewing early is harmless). */
+  private scheduleRenewal(delayMs: number): void {
+    this.renewAt = monotonicNow() + Math.floor(delayMs);
+    this.armTimer();
+  }
+
+  /** (Re)arms the lease's one timer for its next renewal or its deadline, whichever is first. */
+  private armTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    const next =
+      this.renewAt !== undefined && this.renewAt < this.deadline ? this.renewAt : this.deadline;
+    // Whole milliseconds, rounded up: Node keeps one timer list per distinct delay, and a
+    // fractional delay per lease made a new list on every acquisition. Firing up to 1 ms late
+    // only delays the report of a loss: isHeld() checks the deadline itself.
+    this.timer = unrefTimer(() => this.onTimer(), Math.ceil(next - monotonicNow()));
+  }
+
+  private onTimer(): void {
+    this.timer = undefined;
+    if (this.state !== 'held') return;
+    const now = monotonicNow();
+    if (now >= this.deadline) {
       this.markLost(
         this.info.autoRenew
           ? 'lease expired before it could be renewed (store unreachable or process stalled)'
           : 'lease expired (autoRenew is off)',
       );
-    }, this.deadline - monotonicNow());
-  }
-
-  private scheduleRenewal(delayMs: number): void {
-    if (this.renewTimer) clearTimeout(this.renewTimer);
-    this.renewTimer = unrefTimer(() => {
-      this.renewTimer = undefined;
+      return;
+    }
+    if (this.renewAt !== undefined && now >= this.renewAt) {
+      this.renewAt = undefined;
       void this.renew();
-    }, delayMs);
+    }
+    // Timers may fire a hair early: wait on for the deadline (or the renewal) in any case.
+    if (this.state === 'held' && !this.timer) this.armTimer();
   }
 
   private async renew(): Promise<void> {
@@ -223,8 +271,8 @@ export class Lease {
       if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
       // The ttl this request carried, not this.ttl: an extend(ttl) may have changed it meanwhile.
       this.deadline = sentAt + validityOf(this.info.backend, ttl);
-      this.armDeadline();
-      this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
+      this.armTimer(); // the deadline moved
+      if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
       this.host.reportRenewed(this);
     } catch (err) {
       if (this.state !== 'held') return;
@@ -237,9 +285,8 @@ export class Lease {
   }
 
   private clearTimers(): void {
-    if (this.renewTimer) clearTimeout(this.renewTimer);
-    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
-    this.renewTimer = this.deadlineTimer = undefined;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = this.renewAt = undefined;
   }
 }
 

@@ -23,8 +23,11 @@ export class LockHandle implements Lock {
 
   private released = false;
   private releasing?: Promise<void>;
-  private readonly controller = new AbortController();
+  /** Created on first use of `signal` (see `Lease.controller` for why). */
+  private controller?: AbortController;
   private readonly unsubscribe: Array<() => void> = [];
+  /** A lease already lost when this handle was released: the signal reports that loss. */
+  private lostBeforeRelease?: Lease;
 
   constructor(
     private readonly host: HandleHost,
@@ -37,20 +40,30 @@ export class LockHandle implements Lock {
     this.token = leases[0].info.token;
     this.fences = leases.map((l) => l.info.fence);
     this.fence = this.fences[0];
-    for (const lease of leases) {
-      if (lease.signal.aborted) {
-        this.controller.abort(lease.signal.reason);
-        continue;
-      }
-      const onAbort = (): void => {
-        if (!this.released) this.controller.abort(lease.signal.reason);
-      };
-      lease.signal.addEventListener('abort', onAbort, { once: true });
-      this.unsubscribe.push(() => lease.signal.removeEventListener('abort', onAbort));
-    }
   }
 
   get signal(): AbortSignal {
+    if (!this.controller) {
+      const controller = (this.controller = new AbortController());
+      if (this.released) {
+        controller.abort(
+          this.lostBeforeRelease?.signal.reason ??
+            new LockLostError(this.key, this.backend, 'released'),
+        );
+      } else {
+        for (const lease of this.leases) {
+          if (lease.signal.aborted) {
+            controller.abort(lease.signal.reason);
+            break;
+          }
+          const onAbort = (): void => {
+            if (!this.released) controller.abort(lease.signal.reason);
+          };
+          lease.signal.addEventListener('abort', onAbort, { once: true });
+          this.unsubscribe.push(() => lease.signal.removeEventListener('abort', onAbort));
+        }
+      }
+    }
     return this.controller.signal;
   }
 
@@ -77,7 +90,9 @@ export class LockHandle implements Lock {
     if (this.releasing) return this.releasing;
     this.released = true;
     for (const off of this.unsubscribe) off();
-    if (!this.controller.signal.aborted) {
+    if (!this.controller) {
+      this.lostBeforeRelease = this.leases.find((lease) => lease.state === 'lost');
+    } else if (!this.controller.signal.aborted) {
       this.controller.abort(new LockLostError(this.key, this.backend, 'released'));
     }
     this.releasing = this.host.releaseLeases(this.leases);

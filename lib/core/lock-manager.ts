@@ -42,8 +42,6 @@ interface AcquireRequest {
   readonly lockAtLeastFor: number;
 }
 
-/** Longest single event-driven wait before re-trying anyway (a missed notification costs at most this). */
-const MAX_EVENT_WAIT_MS = 1_000;
 /** Upper bound on releasing held locks at shutdown, so a dead store cannot hang the app's exit. */
 const SHUTDOWN_RELEASE_TIMEOUT_MS = 5_000;
 
@@ -276,7 +274,7 @@ export class LockManager implements LeaseHost, HandleHost {
   // LeaseHost
 
   leaseEnded(lease: Lease): void {
-    this.held.delete(ownerSlot(lease.info.backendName, lease.info.fullKey, lease.info.token));
+    this.held.delete(lease.slot);
   }
 
   reportLost(lease: Lease, reason: string, cause?: unknown): void {
@@ -367,22 +365,30 @@ export class LockManager implements LeaseHost, HandleHost {
     const waitDeadline = monotonicNow() + waitMs;
     this.events.attempt(backendName);
     let contended = false;
+    const onContended = (): void => {
+      if (contended) return;
+      contended = true;
+      this.events.emit({
+        type: 'contended',
+        key,
+        backend: backendName,
+        token,
+        waitedMs: monotonicNow() - startedAt,
+      });
+    };
+    // A queue whose first step takes a free lock anyway: a separate try first would only add
+    // a round trip (ZooKeeper: a node created and deleted) to every contended acquisition.
+    const queueAtOnce = backend.capabilities.queueAtOnce === true && waitMs > 0;
     for (let attempt = 0; ; attempt++) {
-      const sentAt = monotonicNow();
-      const grant = await this.call(backendName, key, fullKey, token, 'acquire failed', () =>
-        backend.tryAcquire(fullKey, token, req.ttl),
-      );
-      const lease = grant && this.grantToLease(req, key, fullKey, token, grant, sentAt, startedAt);
-      if (lease) return lease;
-      if (!contended) {
-        contended = true;
-        this.events.emit({
-          type: 'contended',
-          key,
-          backend: backendName,
-          token,
-          waitedMs: monotonicNow() - startedAt,
-        });
+      if (!queueAtOnce) {
+        const sentAt = monotonicNow();
+        const grant = await this.call(backendName, key, fullKey, token, 'acquire failed', () =>
+          backend.tryAcquire(fullKey, token, req.ttl),
+        );
+        const lease =
+          grant && this.grantToLease(req, key, fullKey, token, grant, sentAt, startedAt);
+        if (lease) return lease;
+        onContended();
       }
       const remaining = waitDeadline - monotonicNow();
       if (remaining <= 0) break;
@@ -395,7 +401,7 @@ export class LockManager implements LeaseHost, HandleHost {
           fullKey,
           token,
           'acquire failed',
-          () => backend.acquire!(fullKey, token, req.ttl, remaining, signal),
+          () => backend.acquire!(fullKey, token, req.ttl, remaining, signal, onContended),
           remaining + this.settings.operationTimeout,
         );
         if (signal.aborted && !queued) throw this.shuttingDown(backendName);
@@ -404,23 +410,7 @@ export class LockManager implements LeaseHost, HandleHost {
         if (queuedLease) return queuedLease;
         break;
       }
-      if (backend.waitForRelease) {
-        await backend
-          .waitForRelease(fullKey, Math.min(remaining, MAX_EVENT_WAIT_MS), signal)
-          .catch((err: unknown) => {
-            // A broken notification channel only costs latency: fall back to a short sleep.
-            this.events.emit({
-              type: 'error',
-              key,
-              backend: backendName,
-              reason: `waitForRelease failed: ${messageOf(err)}`,
-              error: err,
-            });
-            return sleep(Math.min(remaining, backoffDelay(attempt)), signal);
-          });
-      } else {
-        await sleep(Math.min(remaining, backoffDelay(attempt)), signal);
-      }
+      await sleep(Math.min(remaining, backoffDelay(attempt)), signal);
       if (signal.aborted) throw this.shuttingDown(backendName);
     }
     this.events.notAcquired(backendName, monotonicNow() - startedAt);
@@ -438,7 +428,10 @@ export class LockManager implements LeaseHost, HandleHost {
     startedAt: number,
   ): Lease | null {
     const from = grant.grantedAt ?? sentAt;
-    const validity = validityOf(req.backend, req.ttl);
+    const full = validityOf(req.backend, req.ttl);
+    // A shorter store lease (a hand-over) is all we trust until it is extended to the ttl.
+    const short = grant.validityMs !== undefined && grant.validityMs < full;
+    const validity = short ? grant.validityMs! : full;
     if (from + validity <= monotonicNow()) {
       // Granted, but the lease already ran out on the way back (slow store, long pause).
       req.backend.release(fullKey, token).catch(() => undefined);
@@ -449,7 +442,7 @@ export class LockManager implements LeaseHost, HandleHost {
       req.backend.release(fullKey, token).catch(() => undefined);
       return null;
     }
-    const lease = new Lease(this, {
+    const lease = new Lease(this, ownerSlot(req.backendName, fullKey, token), {
       backendName: req.backendName,
       backend: req.backend,
       key,
@@ -463,8 +456,8 @@ export class LockManager implements LeaseHost, HandleHost {
       lockAtLeastFor: req.lockAtLeastFor,
       operationTimeout: this.settings.operationTimeout,
     });
-    this.held.set(ownerSlot(req.backendName, fullKey, token), lease);
-    lease.start();
+    this.held.set(lease.slot, lease);
+    lease.start(short);
     this.emit('acquired', lease, { waitedMs: monotonicNow() - startedAt });
     return lease;
   }

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { LockConfigError, LockNotAcquiredError } from '../errors/lock.errors';
-import { resolveLockKey, type LockKeySource } from '../core/key-template';
+import { compileLockKey, type LockKeySource } from '../core/key-template';
 import { validateLockOptions, validateObject } from '../core/validation';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
 import { LockServiceHolder } from '../lock-service.holder';
@@ -32,6 +32,7 @@ export function Locked<A extends unknown[] = unknown[]>(
     onBusy === 'skip' && lockOptions.waitTimeout === undefined
       ? { ...lockOptions, waitTimeout: 0 }
       : lockOptions;
+  const resolveKey = compileLockKey(key as LockKeySource);
 
   return (target: object, propertyKey: string | symbol, descriptor: PropertyDescriptor) => {
     const original: unknown = descriptor.value;
@@ -47,7 +48,7 @@ export function Locked<A extends unknown[] = unknown[]>(
           `@Locked ${describeMethod(target, propertyKey)} called before LockModule was initialised (or after shutdown); refusing to run it unlocked`,
         );
       }
-      const keys = resolveLockKey(key as LockKeySource, args);
+      const keys = resolveKey(args);
       let entered = false;
       try {
         return await service.withLock(

@@ -27,6 +27,12 @@ export interface CellResult {
   readonly fault: string;
   /** Known-unsafe combination (the checker must catch it). */
   readonly expectUnsafe: boolean;
+  /**
+   * Overlaps inside a connection-bound lock's loss window (see `Fault.lossWindowMs`): counted
+   * in `overlaps` too, and not a failure as long as each is that short and no stale fenced
+   * write was accepted. The longest, in ms.
+   */
+  readonly windowOverlapMs?: number;
   /** `pass`; `caught` (known unsafe, violation found); `FAIL` otherwise. */
   readonly verdict: 'pass' | 'caught' | 'FAIL';
   /** Why a cell failed, or what the checker found in a known-unsafe one. */
@@ -298,7 +304,20 @@ export async function runCell(
       harness.push(
         `malformed history: ${check.violations.find((v) => v.kind === 'malformed')!.message}`,
       );
-    const safetyBroken = result.overlaps + result.fenceViolations + result.lostUpdates > 0;
+    // A connection-bound lock's loss window: overlaps that short (and the unfenced witness
+    // updates they cost) are the notice the holder could not have had sooner.
+    const windowMs = fault.lossWindowMs?.(backend, timing);
+    const overlapMs = check.violations
+      .filter((v) => v.kind === 'overlap')
+      .map((v) => {
+        const [earlier, later] = v.holds;
+        return earlier.end === 'infinity' ? Infinity : Number(earlier.end - later.start) / 1e6;
+      });
+    const inWindow =
+      windowMs !== undefined && overlapMs.length > 0 && overlapMs.every((d) => d <= windowMs);
+    const safetyBroken = inWindow
+      ? result.fenceViolations > 0
+      : result.overlaps + result.fenceViolations + result.lostUpdates > 0;
     const liveness = recoveryMs !== null && recoveryMs <= boundMs;
     let verdict: CellResult['verdict'];
     const findings: string[] = [...harness];
@@ -319,10 +338,15 @@ export async function runCell(
     }
     if (result.staleAccepted > 0)
       findings.push(`${result.staleAccepted} stale fenced write(s) accepted`);
+    if (inWindow)
+      findings.push(
+        `${overlapMs.length} overlap(s) of at most ${Math.max(...overlapMs).toFixed(1)} ms inside the ${windowMs} ms loss window`,
+      );
     return {
       backend: backend.id,
       fault: fault.id,
       expectUnsafe,
+      ...(inWindow ? { windowOverlapMs: Math.max(...overlapMs) } : {}),
       verdict,
       findings,
       ttl,

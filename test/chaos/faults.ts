@@ -39,6 +39,12 @@ export interface Fault {
   readonly victimSetup: VictimSetup;
   /** Known-unsafe combination: the checker must find the violation. */
   expectUnsafe?(backend: ChaosBackend): boolean;
+  /**
+   * A lock bound to a connection ends the moment the server ends the session; the holder learns
+   * when the news reaches it. Overlaps no longer than this (ms) are that window, not a bug, and
+   * are reported as such; the fenced resource must still refuse every stale write.
+   */
+  lossWindowMs?(backend: ChaosBackend, timing: ChaosTiming): number | undefined;
   /** Lock ttl for this row when it differs from the backend's. */
   ttl?(backend: ChaosBackend, timing: ChaosTiming): number;
   /** Runs after every worker is ready, before the victim starts. */
@@ -50,6 +56,9 @@ export interface Fault {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Longest overlap accepted as a connection-bound lock's loss window (see Fault.lossWindowMs). */
+const LOSS_WINDOW_MS = 200;
 const hr = () => process.hrtime.bigint();
 
 /** Liveness after the victim went silent for `silentMs`: the store's own expiry, or the silence for locks bound to a live connection. */
@@ -122,6 +131,9 @@ export const FAULTS: readonly Fault[] = [
     applies: (b) => (b.storeFault ? true : 'no server'),
     victimSetup: 'plain',
     expectUnsafe: (b) => b.id === 'redis-volatile',
+    // Connection-bound SQL locks (for-update, advisory): killing the connection frees the lock
+    // on the server at once, and a waiter blocked in the database gets it at once.
+    lossWindowMs: (b, t) => (b.expiryMs(t) === 0 ? LOSS_WINDOW_MS : undefined),
     ttl: (b, t) => (b.id === 'redis-volatile' ? 3 * t.ttl : b.ttl(t)),
     inject: async (ctx) => {
       if (ctx.backend.id === 'redis-volatile') {

@@ -30,7 +30,13 @@ function summary(run: MatrixRun, fault: string, backend: string): string {
     const overlaps = Math.max(...cells.map((c) => c.overlaps));
     return `✗ unsafe, caught (${overlaps} overlaps)`;
   }
-  return `✓ ${seconds(Math.max(...cells.map((c) => c.recoveryMs ?? 0)))}`;
+  const recovery = `✓ ${seconds(Math.max(...cells.map((c) => c.recoveryMs ?? 0)))}`;
+  const windows = cells.flatMap((c) =>
+    c.windowOverlapMs === undefined ? [] : [c.windowOverlapMs],
+  );
+  return windows.length === 0
+    ? recovery
+    : `${recovery}, window ${Math.max(...windows).toFixed(1)} ms³`;
 }
 
 /** The fault x backend summary table (markdown). */
@@ -59,7 +65,13 @@ no witness update was lost, no stale fenced write was accepted, and another work
 the lock \`t\` after the fault began (the slowest of the runs), within the documented bound.
 \`✗ unsafe, caught\`: a configuration known to be unsafe, where the checker must find the
 violation — and does. \`n/a\`: the fault does not apply (SQLite has no server or network; the
-"no persistence" column differs from "AOF" only in the restart).`;
+"no persistence" column differs from "AOF" only in the restart).
+\`window w ms\`³: a lock bound to a connection (for-update, advisory) ends the moment the server
+kills the connection, and a waiter blocked in the database gets it at once; the holder learns
+when the kill reaches it (the server may take tens of milliseconds to close the socket after it
+rolled the transaction back). In some runs the two overlap for that long (at most 200 ms
+allowed, well under a renewal period; the unfenced witness can lose an update in it); the
+fenced resource still refused every stale write.`;
 
 /** The full markdown report. */
 export function markdownReport(run: MatrixRun): string {

@@ -152,14 +152,7 @@ async function nextEvent(
   }
 }
 
-const BACKEND_METHODS = [
-  'tryAcquire',
-  'acquire',
-  'extend',
-  'release',
-  'isLocked',
-  'waitForRelease',
-] as const;
+const BACKEND_METHODS = ['tryAcquire', 'acquire', 'extend', 'release', 'isLocked'] as const;
 type BackendMethod = (typeof BACKEND_METHODS)[number];
 
 /** Wraps the raw backend's methods with call counters; `restore()` puts the originals back. */

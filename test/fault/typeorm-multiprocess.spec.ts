@@ -7,24 +7,13 @@ import {
   dropTable,
   tempSqliteFile,
   uniqueTableName,
-  type DbKind,
+  SQL_LOCK_PAIRS,
 } from '../support/databases';
 import { checkHistory, readHistory } from '../support/history';
 import { runLockWorkers } from '../support/worker-pool';
 
-type Strategy = 'table' | 'for-update' | 'advisory';
-
 const WORKERS = 8;
 const ROUNDS = 100;
-const COMBINATIONS: ReadonlyArray<{ strategy: Strategy; kind: DbKind }> = [
-  { strategy: 'table', kind: 'postgres' },
-  { strategy: 'table', kind: 'mariadb' },
-  { strategy: 'table', kind: 'sqlite' },
-  { strategy: 'for-update', kind: 'postgres' },
-  { strategy: 'for-update', kind: 'mariadb' },
-  { strategy: 'advisory', kind: 'postgres' },
-  { strategy: 'advisory', kind: 'mariadb' },
-];
 
 const wallTimes: string[] = [];
 afterAll(() => {
@@ -33,7 +22,7 @@ afterAll(() => {
 });
 
 describe(`typeorm: ${WORKERS} worker processes x ${ROUNDS} critical sections through @Locked on one key`, () => {
-  for (const { strategy, kind } of COMBINATIONS) {
+  for (const { strategy, kind } of SQL_LOCK_PAIRS) {
     it(`${strategy} on ${kind}: no overlap, numeric fences, exact witness counter`, async () => {
       const started = performance.now();
       const key = 'mp-counter';

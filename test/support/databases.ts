@@ -16,6 +16,26 @@ import { sleep, trackDir } from './child-processes';
 
 export type DbKind = 'postgres' | 'mariadb' | 'sqlite';
 
+/** How the typeorm backend holds a lock. */
+export type SqlStrategy = 'table' | 'for-update' | 'advisory';
+
+/**
+ * Every (database, strategy) pair the typeorm backend supports: SQLite has neither row nor
+ * advisory locks, so `table` only; MariaDB takes `for-update` (only `type: 'mysql'` refuses it).
+ */
+export const SQL_LOCK_PAIRS: ReadonlyArray<{
+  readonly kind: DbKind;
+  readonly strategy: SqlStrategy;
+}> = [
+  { kind: 'postgres', strategy: 'table' },
+  { kind: 'postgres', strategy: 'for-update' },
+  { kind: 'postgres', strategy: 'advisory' },
+  { kind: 'mariadb', strategy: 'table' },
+  { kind: 'mariadb', strategy: 'for-update' },
+  { kind: 'mariadb', strategy: 'advisory' },
+  { kind: 'sqlite', strategy: 'table' },
+];
+
 /** The database the tests use on both servers (created by scripts/ensure-services.sh). */
 export const TEST_DATABASE = 'locktest';
 

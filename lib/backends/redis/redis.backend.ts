@@ -1,28 +1,82 @@
+import { randomBytes } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { monotonicNow } from '../../core/clock';
+import { messageOf } from '../../core/lease';
+import { backoffDelay, withTimeout } from '../../core/timers';
 import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
 import { closeClient, logConnectionErrors, runScript, type RedisLikeClient } from './redis-client';
-import { redisLockNames } from './redis-keys';
-import { ACQUIRE, EXTEND, RELEASE } from './redis-scripts';
+import { redisLockNames, type RedisLockNames } from './redis-keys';
+import { ACQUIRE, EXTEND, LEAVE_QUEUE, RELEASE } from './redis-scripts';
 
-/** How long a channel stays subscribed after its last waiter left (the next wait cycle reuses it). */
-const SUBSCRIPTION_LINGER_MS = 2_000;
+/** A queued waiter asks again at least this often (a quarter of a shorter ttl), which also keeps its place. */
+const WAITER_REFRESH_MS = 1_000;
+/**
+ * A waiter's place lapses this long after its last refresh. It is also the longest lease a
+ * release hands over (the new holder renews it to its ttl after a third of it): so a waiter
+ * that crashed while queued delays the others by at most about this much.
+ */
+const WAITER_TTL_MS = 3 * WAITER_REFRESH_MS;
+/** Longest a close() spends taking its waiters out of their queues. */
+const LEAVE_AT_CLOSE_MS = 1_000;
+
+/** One queued acquisition's wake-up: set by a message naming it, or by abort/close. */
+class Waiter {
+  constructor(
+    readonly names: RedisLockNames,
+    /** This waiter's queue entry: "<channel> <hand-over lease ms> <token>". */
+    readonly member: string,
+  ) {}
+
+  notified = false;
+  /** Fence of a lock a release handed to this waiter (set by the message telling it). */
+  handedOver?: number;
+  /** Still in the key's queue (cleared once granted or gone). */
+  queued = true;
+  private wake?: () => void;
+
+  notify(): void {
+    this.notified = true;
+    this.wake?.();
+  }
+
+  /** Resolves on notify() (or at once if one came since `notified` was reset), or after `ms`. */
+  wait(ms: number): Promise<void> {
+    if (this.notified) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.wake?.(), ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
+  }
+}
 
 /**
  * `type: 'redis'`: one Redis node or a Redis Cluster. Acquire is `SET NX PX` plus `INCR` of the
- * key's fence counter in one script; extend and release compare the owner token. Waiters do
- * not poll: a release publishes on the key's channel, and waiters (sharing one subscriber
- * connection) retry on that message or when the holder's remaining PTTL runs out.
+ * key's fence counter in one script; extend and release compare the owner token. Waiters queue
+ * FIFO in a sorted set and do not poll: a release hands the lock straight to the first in line
+ * and tells it on its process's channel, so exactly one process wakes and it already holds the
+ * lock (no herd, no extra round trip). A lease that runs out instead (holder crashed) is
+ * retried when the holder's remaining PTTL says so.
  */
 export class RedisLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = { leaseBased: true, fencing: true };
 
+  /**
+   * This backend's wake-up channel: a release names the next waiter's token here. One channel
+   * per backend instance (not per key) costs one SUBSCRIBE for the life of the process and
+   * spares every other process the wake-up.
+   */
+  private readonly channel = `distributed-lock:waiters:${randomBytes(12).toString('hex')}`;
   private subscriber?: RedisLikeClient;
-  /** Wake-up callbacks per channel; the channel is subscribed while this has entries. */
-  private readonly waiters = new Map<string, Set<() => void>>();
-  /** Pending SUBSCRIBE per channel, so concurrent waiters share one round trip. */
-  private readonly subscribing = new Map<string, Promise<unknown>>();
-  /** Channels with no waiter left, unsubscribed after a grace period (waiters come in cycles). */
-  private readonly lingering = new Map<string, NodeJS.Timeout>();
+  /** Pending or done SUBSCRIBE of `channel` (dropped on failure, so the next waiter retries). */
+  private subscribed?: Promise<unknown>;
+  /** This backend's queued waiters, by token. */
+  private readonly waiters = new Map<string, Waiter>();
   private closed = false;
+  private warnedNoSubscribe = false;
 
   constructor(
     private readonly client: RedisLikeClient,
@@ -34,44 +88,69 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
-    const names = redisLockNames(key);
-    const reply = (await runScript(
-      this.client,
-      ACQUIRE,
-      [names.lock, names.fence],
-      [token, ttlMs],
-    )) as [number, number];
+    const reply = await this.attempt(redisLockNames(key), token, ttlMs, 0);
     return reply[0] === 1 ? { fence: Number(reply[1]) } : null;
   }
 
-  async waitForRelease(key: string, maxMs: number, signal: AbortSignal): Promise<void> {
-    if (signal.aborted || this.closed) return;
+  /**
+   * Waits in the key's FIFO queue. A waiter asks again when a release names it, when the
+   * holder's lease would have run out, and at least every {@link WAITER_REFRESH_MS} (which
+   * keeps its place: a crashed waiter loses it after {@link WAITER_TTL_MS}). One that gives up
+   * leaves the queue at once.
+   */
+  async acquire(
+    key: string,
+    token: string,
+    ttlMs: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<LockGrant | null> {
+    if (signal.aborted || this.closed) return null;
     const names = redisLockNames(key);
-    let wake!: () => void;
-    const woken = new Promise<void>((resolve) => (wake = resolve));
-    // The bound and the abort are armed first: a Redis that does not answer SUBSCRIBE or PTTL
-    // (down, commands queued offline) must not hold the waiter past maxMs or past shutdown.
-    let timer = setTimeout(wake, maxMs);
-    signal.addEventListener('abort', wake, { once: true });
+    const deadline = monotonicNow() + waitMs;
+    // Lease start of a handed-over lock: the send time of our last attempt that found the lock
+    // not ours. The hand-over happened after that attempt ran, so the server's lease runs out
+    // no sooner than this plus the hand-over lease (never earlier than we believe).
+    let lastMissAt = monotonicNow();
+    const handOverMs = Math.min(ttlMs, WAITER_TTL_MS);
+    // Often enough that lastMissAt is never stale by more than a quarter of the lease.
+    const refreshMs = Math.max(5, Math.min(WAITER_REFRESH_MS, handOverMs / 4));
+    const waiter = new Waiter(names, `${this.channel} ${handOverMs} ${token}`);
+    const handedOver = (fence: number): LockGrant => {
+      waiter.queued = false;
+      return { fence, grantedAt: lastMissAt, validityMs: handOverMs };
+    };
+    const onAbort = (): void => waiter.notify();
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.waiters.set(token, waiter);
     try {
-      const look = (async () => {
-        await this.subscribe(names.channel, wake);
-        // Subscribed first, then look: a release published before the SUBSCRIBE took effect
-        // is seen here as a missing key, so no wake-up is ever lost.
-        return this.client.pttl(names.lock);
-      })();
-      look.catch(() => undefined); // a late failure after we stopped waiting is nobody's error
-      const pttl = await Promise.race([look, woken.then(() => undefined)]);
-      if (pttl === undefined || pttl === -2) return;
-      if (pttl > 0 && pttl < maxMs) {
-        clearTimeout(timer);
-        timer = setTimeout(wake, pttl); // the holder's lease ends sooner than maxMs
+      // Subscribed before queueing: a hand-over message in between must not be missed.
+      const listening = await this.subscribe(waitMs);
+      for (let attempt = 0; ; attempt++) {
+        waiter.notified = false;
+        const sentAt = monotonicNow();
+        const reply = await this.attempt(names, token, ttlMs, WAITER_TTL_MS, waiter.member);
+        if (reply[0] === 1) {
+          waiter.queued = false;
+          return { fence: Number(reply[1]), grantedAt: sentAt };
+        }
+        if (reply[0] === 2) return handedOver(Number(reply[1]));
+        lastMissAt = sentAt;
+        if (waiter.handedOver !== undefined) return handedOver(waiter.handedOver);
+        const remaining = deadline - monotonicNow();
+        if (remaining <= 0 || signal.aborted || this.closed) return null;
+        const retryIn = Number(reply[1]);
+        // Without the channel (SUBSCRIBE refused), nobody tells us of a hand-over: ask often.
+        const nextAsk = listening ? refreshMs : Math.min(refreshMs, backoffDelay(attempt));
+        await waiter.wait(Math.min(remaining, nextAsk, retryIn > 0 ? retryIn : nextAsk));
+        if (waiter.handedOver !== undefined) return handedOver(waiter.handedOver);
       }
-      await woken;
     } finally {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', wake);
-      this.unsubscribe(names.channel, wake);
+      signal.removeEventListener('abort', onAbort);
+      this.waiters.delete(token);
+      // Leave the queue now rather than hold up a free lock for WAITER_TTL_MS (at close, the
+      // close does it before the client goes).
+      if (!this.closed) this.leaveQueue(token, waiter).catch(() => undefined);
     }
   }
 
@@ -82,9 +161,8 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    const names = redisLockNames(key);
     return (
-      Number(await runScript(this.client, RELEASE, [names.lock], [token, names.channel])) === 1
+      Number(await runScript(this.client, RELEASE, queueKeys(redisLockNames(key)), [token])) === 1
     );
   }
 
@@ -95,52 +173,76 @@ export class RedisLockBackend implements LockBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const timer of this.lingering.values()) clearTimeout(timer);
-    this.lingering.clear();
-    for (const set of this.waiters.values()) for (const wake of set) wake();
+    const waiters = [...this.waiters];
     this.waiters.clear();
+    for (const [, waiter] of waiters) waiter.notify();
+    await withTimeout(
+      Promise.allSettled(waiters.map(([token, waiter]) => this.leaveQueue(token, waiter))),
+      LEAVE_AT_CLOSE_MS,
+      () => new Error('timeout'),
+    ).catch(() => undefined);
     const closing: Promise<void>[] = [];
     if (this.subscriber) closing.push(closeClient(this.subscriber));
     if (this.ownsClient) closing.push(closeClient(this.client));
     await Promise.all(closing);
   }
 
-  private async subscribe(channel: string, wake: () => void): Promise<void> {
-    const linger = this.lingering.get(channel);
-    if (linger) {
-      // Still subscribed from the previous wait cycle: reuse it.
-      clearTimeout(linger);
-      this.lingering.delete(channel);
-      this.waiters.set(channel, new Set([wake]));
-      return;
-    }
-    let set = this.waiters.get(channel);
-    if (!set) this.waiters.set(channel, (set = new Set()));
-    set.add(wake);
-    const subscriber = this.subscriberClient();
-    let pending = this.subscribing.get(channel);
-    if (!pending) {
-      if (set.size > 1) return; // already subscribed by an earlier waiter
-      pending = subscriber.subscribe(channel).finally(() => this.subscribing.delete(channel));
-      this.subscribing.set(channel, pending);
-    }
-    await pending;
+  /** Takes a waiter out of its key's queue (once). */
+  private async leaveQueue(token: string, waiter: Waiter): Promise<void> {
+    if (!waiter.queued) return;
+    waiter.queued = false;
+    await runScript(this.client, LEAVE_QUEUE, queueKeys(waiter.names), [waiter.member, token]);
   }
 
-  private unsubscribe(channel: string, wake: () => void): void {
-    const set = this.waiters.get(channel);
-    if (!set) return;
-    set.delete(wake);
-    if (set.size > 0) return;
-    this.waiters.delete(channel);
-    if (this.closed) return;
-    const timer = setTimeout(() => {
-      this.lingering.delete(channel);
-      if (!this.closed && !this.waiters.has(channel))
-        this.subscriber?.unsubscribe(channel).catch(() => undefined);
-    }, SUBSCRIPTION_LINGER_MS);
-    timer.unref();
-    this.lingering.set(channel, timer);
+  /** One acquisition attempt; a positive waiter ttl queues (or keeps queued) the caller. */
+  private async attempt(
+    names: RedisLockNames,
+    token: string,
+    ttlMs: number,
+    waiterTtlMs: number,
+    member = '',
+  ): Promise<[number, number]> {
+    return (await runScript(
+      this.client,
+      ACQUIRE,
+      [...queueKeys(names), names.arrivals],
+      [token, ttlMs, waiterTtlMs, member],
+    )) as [number, number];
+  }
+
+  /**
+   * Subscribes this backend's channel once. `false` when Redis refuses it (an ACL user without
+   * channel permissions): waiters then poll instead of failing. A Redis that does not answer
+   * at all fails the wait.
+   */
+  private async subscribe(maxMs: number): Promise<boolean> {
+    if (!this.subscribed) {
+      const subscribed = this.subscriberClient().subscribe(this.channel);
+      subscribed.catch(() => {
+        if (this.subscribed === subscribed) this.subscribed = undefined;
+      });
+      this.subscribed = subscribed;
+    }
+    const pending = this.subscribed;
+    try {
+      await withTimeout(
+        pending,
+        maxMs,
+        () => new Error(`SUBSCRIBE got no answer in ${Math.round(maxMs)} ms`),
+      );
+      return true;
+    } catch (err) {
+      if (!/NOPERM|permission/i.test(messageOf(err))) throw err;
+      if (!this.warnedNoSubscribe) {
+        this.warnedNoSubscribe = true;
+        new Logger('LockService').warn(
+          `redis backend "${this.backendName}": SUBSCRIBE refused (${messageOf(err)}); ` +
+            'waiters poll instead of being told of a hand-over. Allow the user the channel ' +
+            `pattern "distributed-lock:waiters:*" (ACL "&distributed-lock:waiters:*").`,
+        );
+      }
+      return false;
+    }
   }
 
   /** One shared subscriber connection per backend, made on first wait (never before). */
@@ -148,10 +250,21 @@ export class RedisLockBackend implements LockBackend {
     if (!this.subscriber) {
       this.subscriber = this.client.duplicate();
       logConnectionErrors(this.subscriber, `redis backend "${this.backendName}" subscriber`);
-      this.subscriber.on('message', (channel) => {
-        for (const wake of this.waiters.get(channel) ?? []) wake();
+      // ioredis subscribes again by itself after a reconnect.
+      this.subscriber.on('message', (_channel, message) => {
+        // "<token> <fence>": a release handed the lock to that waiter.
+        const [token, fence] = message.split(' ');
+        const waiter = this.waiters.get(token);
+        if (!waiter) return; // gave up meanwhile: its leave passes the lock on
+        waiter.handedOver = Number(fence);
+        waiter.notify();
       });
     }
     return this.subscriber;
   }
+}
+
+/** The keys the queue scripts take, in their KEYS order. */
+function queueKeys(names: RedisLockNames): string[] {
+  return [names.lock, names.fence, names.queue, names.waiters];
 }

@@ -1,10 +1,10 @@
 import { LockBackendError } from '../../errors/lock.errors';
 import { monotonicNow } from '../../core/clock';
-import { sleep } from '../../core/timers';
+import { sleep, withTimeout } from '../../core/timers';
 import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
 import { encodeKey, nodePrefix, sortLockNodes, zxidToNumber } from './zk-paths';
 import type { ZkSession } from './zk-session';
-import { zkCode, type ZkModule } from './zk-types';
+import { zkCode, type ZkModule, type ZkStat } from './zk-types';
 
 /** Longest single wait on a predecessor's watch before re-reading the queue anyway. */
 const MAX_WATCH_WAIT_MS = 1_000;
@@ -16,6 +16,10 @@ const REMOVE_ATTEMPTS = 4;
 const REMOVE_RETRY_MS = 250;
 /** Pause between attempts while the ensemble does not answer a queued waiter. */
 const OUTAGE_RETRY_MS = 250;
+/** How long an emptied key node is kept for the next acquisition before it is removed. */
+const TIDY_DELAY_MS = 2_000;
+/** Longest a close() spends removing emptied key nodes. */
+const TIDY_AT_CLOSE_MS = 1_000;
 
 /**
  * `type: 'zookeeper'`: Curator's InterProcessMutex. Each acquisition creates an ephemeral
@@ -25,8 +29,14 @@ const OUTAGE_RETRY_MS = 250;
  * czxid of our node (zxids only grow, even when the key node is removed and recreated).
  */
 export class ZookeeperLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: false,
+    fencing: true,
+    queueAtOnce: true,
+  };
 
+  /** Key nodes left empty by a release, removed after TIDY_DELAY_MS unless used again. */
+  private readonly emptyDirs = new Map<string, NodeJS.Timeout>();
   /** Paths of the nodes this process holds, by `fullKey\0token`. */
   private readonly held = new Map<string, { key: string; token: string; path: string }>();
   private lostListener: (key: string, token: string, reason: string) => void = () => undefined;
@@ -58,8 +68,8 @@ export class ZookeeperLockBackend implements LockBackend {
   async tryAcquire(key: string, token: string): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const path = await this.createNode(dir, token);
-    const queue = sortLockNodes(await this.session.getChildren(dir));
-    if (queue[0] === basename(path)) return this.granted(key, token, path);
+    const { queue, stat } = await this.readQueue(dir, path);
+    if (queue[0] === basename(path)) return this.granted(key, token, path, stat);
     await this.removeQuietly(path); // one try: leave the queue again
     return null;
   }
@@ -70,6 +80,7 @@ export class ZookeeperLockBackend implements LockBackend {
     _ttl: number,
     waitMs: number,
     signal: AbortSignal,
+    onQueued?: () => void,
   ): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const deadline = monotonicNow() + waitMs;
@@ -80,10 +91,10 @@ export class ZookeeperLockBackend implements LockBackend {
         const remaining = deadline - monotonicNow();
         try {
           path ??= await this.createNode(dir, token);
-          const queue = sortLockNodes(await this.session.getChildren(dir));
+          const { queue, stat } = await this.readQueue(dir, path);
           const index = queue.indexOf(basename(path));
           if (index === 0) {
-            const grant = await this.granted(key, token, path);
+            const grant = await this.granted(key, token, path, stat);
             path = undefined; // ours now (or removed, if it was an abandoned session's)
             if (grant) return grant;
             continue; // queue again under the current session
@@ -94,6 +105,7 @@ export class ZookeeperLockBackend implements LockBackend {
             path = undefined;
             continue;
           }
+          onQueued?.();
           const predecessor = `${dir}/${queue[index - 1]}`;
           // One watch per predecessor: re-arm only when it fired or the predecessor changed
           // (the client keeps every watcher it is given, so one per loop would pile up).
@@ -121,8 +133,7 @@ export class ZookeeperLockBackend implements LockBackend {
     this.held.delete(slot(key, token));
     if (path === undefined) return false;
     const removed = await this.removeOwnNode(path);
-    // Tidy up an empty key node; a concurrent creator recreates it (see createNode).
-    if (removed) await this.session.remove(this.dirOf(key)).catch(() => undefined);
+    if (removed) this.tidyLater(this.dirOf(key));
     return removed;
   }
 
@@ -141,7 +152,43 @@ export class ZookeeperLockBackend implements LockBackend {
 
   async close(): Promise<void> {
     this.held.clear();
+    const dirs = [...this.emptyDirs.keys()];
+    for (const timer of this.emptyDirs.values()) clearTimeout(timer);
+    this.emptyDirs.clear();
+    // Tidy what is still pending, briefly: a dead ensemble must not hold up the shutdown.
+    await withTimeout(
+      Promise.allSettled(dirs.map((dir) => this.session.remove(dir))),
+      TIDY_AT_CLOSE_MS,
+      () => new Error('timeout'),
+    ).catch(() => undefined);
     await this.session.close();
+  }
+
+  /**
+   * Removes an empty key node a little later rather than at once: a key is usually taken again
+   * soon, and re-creating its node would cost two more round trips per acquisition. A removal
+   * that finds the node in use fails NOT_EMPTY and is ignored; a creator racing a removal
+   * recreates the node (see createNode).
+   */
+  private tidyLater(dir: string): void {
+    if (this.emptyDirs.has(dir)) return;
+    const timer = setTimeout(() => {
+      this.emptyDirs.delete(dir);
+      this.session.remove(dir).catch(() => undefined);
+    }, TIDY_DELAY_MS);
+    timer.unref();
+    this.emptyDirs.set(dir, timer);
+  }
+
+  /** The sorted queue and our node's stat, read in one round trip (pipelined). */
+  private async readQueue(
+    dir: string,
+    path: string,
+  ): Promise<{ queue: string[]; stat: ZkStat | null }> {
+    const stat = this.session.exists(path);
+    stat.catch(() => undefined); // the queue read's failure is the one reported
+    const children = await this.session.getChildren(dir);
+    return { queue: sortLockNodes(children), stat: await stat };
   }
 
   private dirOf(key: string): string {
@@ -153,9 +200,13 @@ export class ZookeeperLockBackend implements LockBackend {
    * up: that session may still live on the server for a while, but it will expire and take the
    * node with it, so treating the node as ours would let a second holder in.
    */
-  private async granted(key: string, token: string, path: string): Promise<LockGrant | null> {
-    // The client has no create2, so the czxid costs one exists().
-    const stat = await this.session.exists(path);
+  private async granted(
+    key: string,
+    token: string,
+    path: string,
+    /** Our node's stat, read after its creation (the client has no create2). */
+    stat: ZkStat | null,
+  ): Promise<LockGrant | null> {
     if (!stat)
       throw new LockBackendError(
         this.backendName,
@@ -177,6 +228,11 @@ export class ZookeeperLockBackend implements LockBackend {
    * before trying again, so no orphan node ever blocks the queue.
    */
   private async createNode(dir: string, token: string): Promise<string> {
+    const tidy = this.emptyDirs.get(dir);
+    if (tidy) {
+      clearTimeout(tidy);
+      this.emptyDirs.delete(dir);
+    }
     let lastError: unknown;
     for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
       try {

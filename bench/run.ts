@@ -1,0 +1,144 @@
+/**
+ * `npm run bench [-- --profile quick|full|smoke] [--only id,id] [--out dir] [--no-readme]
+ * [--render]`: runs the suites side by side with their peers, prints the tables, writes
+ * `<out>/latest.json` + `latest.md` + `charts/*.svg` (out = bench/results) and regenerates the
+ * README's benchmark section. `--only` writes `partial.*` and `partial-charts/` instead and
+ * leaves the README alone; `--render` re-renders everything from `latest.json` without
+ * measuring.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { machineLine } from '../test/chaos/machine';
+import { PROFILES, type Profile } from './harness/profile';
+import type { BenchRun, SuiteResult } from './harness/result';
+import { redisVersion } from './harness/servers';
+import { renderChart } from './report/charts';
+import { markdownTable, renderReport, targetsTable } from './report/markdown';
+import { renderReadmeBlock, replaceReadmeBlock } from './report/readme';
+import { databasesSuite } from './suites/databases';
+import { decoratorSuite } from './suites/decorator';
+import { redisContendedSuite } from './suites/redis-contended';
+import { redisCycleSuite } from './suites/redis-cycle';
+import { sampleAppSuite } from './suites/sample-app';
+import { zookeeperSuite } from './suites/zookeeper';
+
+const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
+  'redis-cycle': redisCycleSuite,
+  'redis-contended': redisContendedSuite,
+  zookeeper: zookeeperSuite,
+  databases: databasesSuite,
+  decorator: decoratorSuite,
+  'sample-app': sampleAppSuite,
+};
+
+interface Args {
+  profile: Profile;
+  only?: string[];
+  out: string;
+  readme: boolean;
+  render: boolean;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = {
+    profile: PROFILES.quick,
+    out: join(process.cwd(), 'bench/results'),
+    readme: true,
+    render: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${argv[i - 1]} needs a value`);
+      return v;
+    };
+    switch (argv[i]) {
+      case '--profile': {
+        const name = value();
+        if (!(name in PROFILES))
+          throw new Error(`unknown profile "${name}" (${Object.keys(PROFILES).join(', ')})`);
+        args.profile = PROFILES[name as Profile['name']];
+        break;
+      }
+      case '--only':
+        args.only = value().split(',');
+        for (const id of args.only) {
+          if (!(id in SUITES))
+            throw new Error(`unknown suite "${id}" (${Object.keys(SUITES).join(', ')})`);
+        }
+        break;
+      case '--out':
+        args.out = value();
+        break;
+      case '--no-readme':
+        args.readme = false;
+        break;
+      case '--render':
+        args.render = true;
+        break;
+      default:
+        throw new Error(`unknown argument "${argv[i]}"`);
+    }
+  }
+  return args;
+}
+
+async function measure(args: Args): Promise<BenchRun> {
+  const startedAt = new Date().toISOString();
+  const started = performance.now();
+  const suites: SuiteResult[] = [];
+  for (const [id, suite] of Object.entries(SUITES)) {
+    if (args.only && !args.only.includes(id)) continue;
+    console.log(`\n▶ ${id} (${args.profile.name})`);
+    const result = await suite(args.profile);
+    suites.push(result);
+    for (const table of result.tables) console.log(`\n${table.title}\n${markdownTable(table)}`);
+    console.log(`  ${id}: ${result.seconds.toFixed(1)} s`);
+  }
+  return {
+    profile: args.profile.name,
+    startedAt,
+    machine: machineLine(),
+    servers: { Redis: await redisVersion(), ZooKeeper: '3.8 (Debian package)' },
+    seconds: (performance.now() - started) / 1000,
+    suites,
+  };
+}
+
+async function write(run: BenchRun, args: Args, name: string): Promise<void> {
+  // A partial run's charts go beside, never over, those the latest full report shows.
+  const charts = name === 'latest' ? 'charts' : `${name}-charts`;
+  mkdirSync(join(args.out, charts), { recursive: true });
+  writeFileSync(join(args.out, `${name}.json`), JSON.stringify(run, null, 2) + '\n');
+  writeFileSync(join(args.out, `${name}.md`), renderReport(run, charts));
+  for (const chart of run.suites.flatMap((s) => s.charts)) {
+    writeFileSync(join(args.out, charts, `${chart.id}.svg`), await renderChart(chart));
+  }
+  if (args.readme && name === 'latest') {
+    const path = join(process.cwd(), 'README.md');
+    writeFileSync(path, replaceReadmeBlock(readFileSync(path, 'utf8'), renderReadmeBlock(run)));
+    console.log('README.md benchmark section regenerated');
+  }
+  console.log(`wrote ${join(args.out, `${name}.json`)}, ${name}.md and ${charts}/`);
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  if (args.render) {
+    const run = JSON.parse(readFileSync(join(args.out, 'latest.json'), 'utf8')) as BenchRun;
+    await write(run, args, 'latest');
+    return;
+  }
+  const run = await measure(args);
+  console.log(`\n${markdownTable(targetsTable(run))}`);
+  await write(run, args, args.only ? 'partial' : 'latest');
+  console.log(`bench: ${run.seconds.toFixed(0)} s`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

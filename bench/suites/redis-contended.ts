@@ -1,0 +1,87 @@
+import { HANDOFF, runHandoffs } from '../harness/contended';
+import { contendedChart, contendedTable } from '../harness/contended-table';
+import type { ContenderName } from '../harness/contenders';
+import type { Profile } from '../harness/profile';
+import { target, type SuiteResult } from '../harness/result';
+import { REDIS_URL, redisRoundTripMs } from '../harness/servers';
+
+const CONTENDERS: ContenderName[] = ['ours-redis', 'redis-semaphore', 'redlock'];
+
+/**
+ * Issue 8, item 2: one key, 8 worker processes, each holding 2 ms and thinking 1 ms between
+ * sections. Measures how close each lock comes to the ideal hand-off (the next holder granted
+ * one round trip after a release), how long waiters wait, and how fair the queue is.
+ */
+export async function redisContendedSuite(profile: Profile): Promise<SuiteResult> {
+  const started = performance.now();
+  const roundTripMs = await redisRoundTripMs();
+  const { runs, results, repeats } = await runHandoffs(
+    CONTENDERS,
+    { redisUrl: REDIS_URL },
+    roundTripMs,
+    profile,
+  );
+  const ours = results[0];
+  const maxWaitBound = 2 * HANDOFF.workers * (ours.meanHoldMs + roundTripMs);
+  return {
+    id: 'redis-contended',
+    title: 'Contended hand-off on Redis, 8 processes',
+    tables: [
+      contendedTable(
+        `Contended hand-off on Redis: ${HANDOFF.workers} worker processes, one key, hold ${HANDOFF.holdMs} ms, think ${HANDOFF.thinkMs} ms`,
+        results,
+        roundTripMs,
+        repeats > 1
+          ? `Median of ${repeats} runs of ${profile.contendedMs / 1000} s each.`
+          : `One run of ${profile.contendedMs / 1000} s.`,
+      ),
+    ],
+    targets: [
+      target(
+        'redis-contended-ideal',
+        'Contended Redis: locked ops/s ÷ ideal',
+        ours.fractionOfIdeal,
+        '>=',
+        0.85,
+        'x',
+      ),
+      target(
+        'redis-contended-max-wait',
+        `Contended Redis: max wait (bound 2 × ${HANDOFF.workers} × (hold + round trip))`,
+        ours.waitMs.max,
+        '<=',
+        maxWaitBound,
+        'ms',
+      ),
+      target(
+        'redis-contended-vs-semaphore',
+        'Contended Redis: ours ÷ redis-semaphore (locked ops/s)',
+        ours.opsPerSec / results[1].opsPerSec,
+        '>=',
+        1,
+        'x',
+      ),
+      target(
+        'redis-contended-vs-redlock',
+        'Contended Redis: ours ÷ redlock (locked ops/s)',
+        ours.opsPerSec / results[2].opsPerSec,
+        '>=',
+        1,
+        'x',
+      ),
+    ],
+    charts: [
+      contendedChart(
+        'redis-contended',
+        `Contended Redis hand-off, ${HANDOFF.workers} processes (locked ops/s)`,
+        results,
+      ),
+    ],
+    data: {
+      roundTripMs,
+      ...HANDOFF,
+      runs,
+    },
+    seconds: (performance.now() - started) / 1000,
+  };
+}

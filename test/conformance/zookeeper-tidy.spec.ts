@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { encodeKey } from '../../lib/backends/zookeeper/zk-paths';
+import type { ZkClient, ZkModule, ZkStat } from '../../lib/backends/zookeeper/zk-types';
+import type { LockModuleOptions } from '../../lib/index';
+import { createLockApp } from '../support/lock-app';
+import { startZkStandalone, stopAllZk, type ZkNode } from '../support/zk-servers';
+
+// A released key's node is kept briefly for the next acquisition (saving two round trips per
+// cycle), then removed, and a closing app removes the ones still pending.
+const zk = createRequire(join(process.cwd(), 'package.json'))('node-zookeeper-client') as ZkModule;
+const ROOT = '/tidy-test';
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('zookeeper key node tidying', () => {
+  let server: ZkNode;
+  let raw: ZkClient;
+  let options: LockModuleOptions;
+
+  beforeAll(async () => {
+    server = await startZkStandalone();
+    options = {
+      backends: {
+        z: { type: 'zookeeper', connectionString: server.connectString, rootPath: ROOT },
+      },
+    };
+    raw = zk.createClient(server.connectString, { sessionTimeout: 4_000 });
+    await new Promise<void>((resolve) => {
+      raw.once('connected', () => resolve());
+      raw.connect();
+    });
+  });
+
+  afterAll(async () => {
+    raw?.close();
+    await stopAllZk();
+  });
+
+  const exists = (key: string) =>
+    new Promise<ZkStat | null>((resolve, reject) =>
+      raw.exists(`${ROOT}/${encodeKey(key)}`, undefined, (err, stat) =>
+        err ? reject(err) : resolve(stat),
+      ),
+    );
+
+  it('removes an emptied key node about 2 s after the release, not at once', async () => {
+    const app = await createLockApp(options);
+    try {
+      await (await app.locks.acquire('later')).release();
+      expect(await exists('later')).not.toBeNull();
+      // Taken again meanwhile: the pending removal is cancelled and starts over at release.
+      await sleep(1_500);
+      await (await app.locks.acquire('later')).release();
+      await sleep(1_000);
+      expect(await exists('later')).not.toBeNull();
+      await sleep(1_500);
+      expect(await exists('later')).toBeNull();
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('close() removes the key nodes still waiting for removal', async () => {
+    const app = await createLockApp(options);
+    await (await app.locks.acquire('at-close')).release();
+    expect(await exists('at-close')).not.toBeNull();
+    await app.close();
+    expect(await exists('at-close')).toBeNull();
+  });
+});
