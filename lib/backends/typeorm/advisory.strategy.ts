@@ -38,6 +38,8 @@ export class AdvisoryLockBackend implements LockBackend {
       if (!truthy(result.records[0]?.ok)) return null;
       try {
         const fence = await this.pins.nextFence(key);
+        // As in for-update: the fence came from another connection, so prove ours still holds.
+        if (!(await PinnedConnections.alive(runner))) return null;
         this.pins.hold(key, token, runner);
         held = true;
         return { fence };

@@ -100,6 +100,19 @@ export class PinnedConnections {
     });
   }
 
+  /**
+   * One round trip on `runner`: true when its connection still answers. A lock bound to the
+   * connection is held while it answers; an error means the connection, and the lock, are gone.
+   */
+  static async alive(this: void, runner: SqlRunner): Promise<boolean> {
+    try {
+      await runner.query('SELECT 1 AS alive', [], true);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** The held lock for (key, token), if this process holds it. */
   get(key: string, token: string): Pinned | undefined {
     return this.held.get(slot(key, token));
@@ -112,10 +125,7 @@ export class PinnedConnections {
   async stillHeld(
     key: string,
     token: string,
-    probe: (runner: SqlRunner) => Promise<boolean> = async (runner) => {
-      await runner.query('SELECT 1 AS alive', [], true);
-      return true;
-    },
+    probe: (runner: SqlRunner) => Promise<boolean> = PinnedConnections.alive,
   ): Promise<boolean> {
     const pinned = this.get(key, token);
     if (!pinned) return false;
