@@ -27,6 +27,8 @@ export type {
   LockEventName,
   LockEventListener,
   LockMetrics,
+  LockBackendHealth,
+  LockHealthOptions,
 } from './lock.interfaces';
 export type { LockKeySource } from './core/key-template';
 export type {

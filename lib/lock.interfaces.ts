@@ -119,6 +119,24 @@ export interface LockEvent {
 /** Listener passed to `LockService.on`. */
 export type LockEventListener = (event: LockEvent) => void;
 
+/** One backend's answer to a health check (`LockService.health`). */
+export interface LockBackendHealth {
+  /** `up` when the store answered the ping within the timeout. */
+  readonly status: 'up' | 'down';
+  /** Time the ping took (or until it was given up), ms. */
+  readonly latencyMs: number;
+  /** Why it is down: the store's error, the timeout, or shutdown. */
+  readonly error?: string;
+}
+
+/** Options of `LockService.health`. */
+export interface LockHealthOptions {
+  /** Longest wait for each backend's ping, ms (default 1 000). */
+  timeout?: number;
+  /** Backends to check (default: every configured backend). */
+  backends?: readonly string[];
+}
+
 /** Counters and sums per backend, named after the conventional lock metrics. */
 export interface LockMetrics {
   /** Acquisition attempts (each `acquire`/`tryAcquire`/`withLock` key, re-entries excluded). */

@@ -2,6 +2,8 @@ import { LockConfigError } from './errors/lock.errors';
 import type { LockManager } from './core/lock-manager';
 import type {
   Lock,
+  LockBackendHealth,
+  LockHealthOptions,
   LockEventListener,
   LockEventName,
   LockMetrics,
@@ -69,6 +71,15 @@ export class LockService {
    */
   on(event: LockEventName, listener: LockEventListener): () => void {
     return this.manager.on(event, listener);
+  }
+
+  /**
+   * Pings every configured backend (or `options.backends`) in parallel, each bounded by
+   * `options.timeout` (default 1 000 ms): `up`/`down` per backend with latency and reason.
+   * Resolves even when stores are down; rejects only for bad options (`LockConfigError`).
+   */
+  health(options?: LockHealthOptions): Promise<Record<string, LockBackendHealth>> {
+    return this.manager.health(options);
   }
 
   /** Counters and sums per backend (attempts, acquired, not acquired, lost, wait and hold time). */

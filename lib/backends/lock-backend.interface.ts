@@ -49,6 +49,12 @@ export interface LockBackend {
    */
   validityCapMs?(): number;
 
+  /**
+   * One cheap round trip proving the store answers (health checks); rejects when it does not.
+   * The core bounds it with a timeout, so a store that never answers is reported, not waited on.
+   */
+  ping(): Promise<void>;
+
   /** Close resources this backend created; must not close clients the user passed in. */
   close(): Promise<void>;
 }

@@ -8,7 +8,14 @@ import {
   LockNotAcquiredError,
 } from '../errors/lock.errors';
 import type { LockBackend, LockGrant } from '../backends/lock-backend.interface';
-import type { LockEvent, LockEventListener, LockEventName, LockMetrics } from '../lock.interfaces';
+import type {
+  LockBackendHealth,
+  LockEvent,
+  LockEventListener,
+  LockEventName,
+  LockMetrics,
+} from '../lock.interfaces';
+import { DEFAULT_HEALTH_TIMEOUT_MS, pingBackends } from './backend-health';
 import { monotonicNow } from './clock';
 import { Lease, type LeaseHost, messageOf, validityOf } from './lease';
 import { LockContext } from './lock-context';
@@ -16,7 +23,13 @@ import { LockEvents } from './lock-events';
 import { LockHandle, type HandleHost } from './lock-handle';
 import { newOwnerToken } from './token';
 import { backoffDelay, sleep, unrefTimer, withTimeout } from './timers';
-import { validateKey, validateKeys, validateLockOptions, validateObject } from './validation';
+import {
+  validateKey,
+  validateKeys,
+  validateLockOptions,
+  validateObject,
+  validateTtl,
+} from './validation';
 
 /** Module-wide settings after validation. */
 export interface LockSettings {
@@ -188,6 +201,32 @@ export class LockManager implements LeaseHost, HandleHost {
   /** Subscribes to an event; returns the unsubscribe function. */
   on(event: LockEventName, listener: LockEventListener): () => void {
     return this.events.on(event, listener);
+  }
+
+  /**
+   * Pings backends (default all) in parallel, each bounded by `timeout`: per backend `up` or
+   * `down` with the latency and the reason. Never rejects for a store's failure.
+   */
+  async health(options?: unknown): Promise<Record<string, LockBackendHealth>> {
+    const opts = options === undefined ? {} : validateObject(options, 'options');
+    for (const name of Object.keys(opts)) {
+      if (name !== 'timeout' && name !== 'backends')
+        throw new LockConfigError(`options.${name}`, 'unknown option');
+    }
+    const timeout =
+      opts.timeout === undefined
+        ? DEFAULT_HEALTH_TIMEOUT_MS
+        : validateTtl(opts.timeout, 'options.timeout');
+    let names = this.backendNames();
+    if (opts.backends !== undefined) {
+      if (!Array.isArray(opts.backends) || opts.backends.length === 0)
+        throw new LockConfigError('options.backends', 'must be a non-empty array of backend names');
+      names = opts.backends.map((n: unknown) => {
+        if (typeof n !== 'string' || !this.backends.has(n)) throw this.unknownBackend(String(n));
+        return n;
+      });
+    }
+    return pingBackends(this.backends, names, timeout, this.closing);
   }
 
   /** Metrics per backend. */

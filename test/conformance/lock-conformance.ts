@@ -1126,6 +1126,24 @@ export function runLockConformance(target: ConformanceTarget): void {
     });
 
     // -------------------------------------------------------------------------------------------
+    describe('health', () => {
+      it('health() pings the store: up with a latency; bad options are LockConfigError', async () => {
+        const report = await locks.health({ timeout: 2_000 });
+        expect(Object.keys(report)).toEqual([BACKEND]);
+        expect(report[BACKEND]).toEqual({ status: 'up', latencyMs: expect.any(Number) });
+        expect(report[BACKEND].latencyMs).toBeLessThan(2_000);
+        await expect(locks.health({ timeout: 0 })).rejects.toMatchObject({
+          code: 'LOCK_CONFIG',
+          field: 'options.timeout',
+        });
+        await expect(locks.health({ backends: ['nope'] })).rejects.toMatchObject({
+          code: 'LOCK_CONFIG',
+          field: 'backend',
+        });
+      });
+    });
+
+    // -------------------------------------------------------------------------------------------
     describe('scopes', () => {
       it('`await using` releases the lock at scope end, also when the scope throws', async () => {
         const key = newKey('using');

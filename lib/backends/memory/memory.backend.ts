@@ -90,6 +90,10 @@ export class MemoryLockBackend implements LockBackend {
     return entry !== undefined && this.isOwned(entry);
   }
 
+  async ping(): Promise<void> {
+    if (this.closed) throw new Error('closed');
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -10,6 +10,7 @@ export interface RedisLikeClient {
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   pttl(key: string): Promise<number>;
   exists(...keys: string[]): Promise<number>;
+  ping(): Promise<string>;
   duplicate(): RedisLikeClient;
   subscribe(...channels: string[]): Promise<unknown>;
   unsubscribe(...channels: string[]): Promise<unknown>;

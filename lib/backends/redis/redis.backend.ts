@@ -170,6 +170,10 @@ export class RedisLockBackend implements LockBackend {
     return (await this.client.exists(redisLockNames(key).lock)) === 1;
   }
 
+  async ping(): Promise<void> {
+    await this.client.ping();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

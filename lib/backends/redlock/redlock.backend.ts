@@ -104,6 +104,12 @@ export class RedlockLockBackend implements LockBackend {
     return answered.filter((r) => r.value === 1).length >= this.quorum;
   }
 
+  /** Healthy while a quorum of nodes answers: that is what every lock operation needs. */
+  async ping(): Promise<void> {
+    const results = await this.onEveryNode((node) => node.ping());
+    if (results.filter((r) => r.ok).length < this.quorum) throw this.noQuorum('ping', results);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -98,6 +98,10 @@ export class ForUpdateLockBackend implements LockBackend {
     this.pins.onLost(listener);
   }
 
+  ping(): Promise<void> {
+    return this.source.ping();
+  }
+
   async close(): Promise<void> {
     await this.pins.closeAll();
     await this.source.close();

@@ -64,6 +64,11 @@ export class SqlSource {
     return this.execOn(await this.get(), sql, params);
   }
 
+  /** One trivial statement: the database answers. */
+  async ping(): Promise<void> {
+    await this.exec('SELECT 1 AS up', []);
+  }
+
   /** Closes the DataSource if the module created it. */
   async close(): Promise<void> {
     if (!this.owned || !this.dataSource) return;

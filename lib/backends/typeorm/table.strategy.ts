@@ -65,6 +65,10 @@ export class TableLockBackend implements LockBackend {
     return result.records.length > 0;
   }
 
+  ping(): Promise<void> {
+    return this.source.ping();
+  }
+
   async close(): Promise<void> {
     await this.source.close();
   }

@@ -194,6 +194,7 @@ function lazyBackend(
     extend: async (k, t, ttl) => (await get()).extend(k, t, ttl),
     release: async (k, t) => (await get()).release(k, t),
     isLocked: async (k) => (await get()).isLocked(k),
+    ping: async () => (await get()).ping(),
     // Only remembered here: the DataSource may not exist yet (attached when the backend is built).
     onLost: (listener) => {
       lostListener = listener;

@@ -150,6 +150,11 @@ export class ZookeeperLockBackend implements LockBackend {
     this.lostListener = listener;
   }
 
+  async ping(): Promise<void> {
+    // A read of the root answers only over a connected session.
+    await this.session.exists('/');
+  }
+
   async close(): Promise<void> {
     this.held.clear();
     const dirs = [...this.emptyDirs.keys()];

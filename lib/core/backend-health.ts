@@ -1,0 +1,39 @@
+import type { LockBackendHealth } from '../lock.interfaces';
+import type { LockBackend } from '../backends/lock-backend.interface';
+import { monotonicNow } from './clock';
+import { messageOf } from './lease';
+import { withTimeout } from './timers';
+
+/** Default bound on one backend's ping, ms: short enough for a readiness probe's own timeout. */
+export const DEFAULT_HEALTH_TIMEOUT_MS = 1_000;
+
+/**
+ * Pings each named backend in parallel, each bounded by `timeoutMs`: a store that never answers
+ * is reported `down` with the reason, never waited on, and one slow store does not delay the
+ * report of the others.
+ */
+export async function pingBackends(
+  backends: ReadonlyMap<string, LockBackend>,
+  names: readonly string[],
+  timeoutMs: number,
+  closing: boolean,
+): Promise<Record<string, LockBackendHealth>> {
+  const results = await Promise.all(
+    names.map(async (name): Promise<[string, LockBackendHealth]> => {
+      const started = monotonicNow();
+      const latency = (): number => Math.round((monotonicNow() - started) * 10) / 10;
+      if (closing) return [name, { status: 'down', latencyMs: 0, error: 'shutting down' }];
+      try {
+        await withTimeout(
+          backends.get(name)!.ping(),
+          timeoutMs,
+          () => new Error(`no answer within ${timeoutMs} ms`),
+        );
+        return [name, { status: 'up', latencyMs: latency() }];
+      } catch (err) {
+        return [name, { status: 'down', latencyMs: latency(), error: messageOf(err) }];
+      }
+    }),
+  );
+  return Object.fromEntries(results);
+}
