@@ -29,6 +29,7 @@ export type {
   LockMetrics,
   LockBackendHealth,
   LockHealthOptions,
+  LockShutdownOptions,
 } from './lock.interfaces';
 export type { LockKeySource } from './core/key-template';
 export type {

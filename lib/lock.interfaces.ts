@@ -62,6 +62,34 @@ export interface LockModuleOptions {
    * then never hang a caller; a grant that arrives late is released.
    */
   operationTimeout?: number;
+  /**
+   * What application shutdown (`app.close()`, SIGTERM with `enableShutdownHooks()`) does with
+   * locks held by work still running. New acquisitions are refused and waits cancelled at once
+   * either way; clients the module created are closed after the locks are released.
+   */
+  shutdown?: LockShutdownOptions;
+  /**
+   * Record lock metrics through the OpenTelemetry metrics API (default `true`; needs the
+   * optional package `@opentelemetry/api`, and your SDK's meter provider registered before the
+   * app is created; without an SDK the API is a no-op). Labelled by backend only.
+   */
+  metrics?: boolean;
+}
+
+/** `LockModuleOptions.shutdown`. */
+export interface LockShutdownOptions {
+  /**
+   * `'finish'` (default): work running under `withLock`/`@Locked` keeps its locks and gets up
+   * to `timeout` ms to finish and release them; what is still held then is released (its
+   * `signal` aborts). Locks from a bare `acquire()` have no scope to wait for: they are
+   * released at once.
+   * `'abort'`: every held lock is released at once and its `signal` aborts with
+   * `LockLostError`, so work that watches `lock.signal` stops (work that ignores it would run
+   * on unlocked: prefer `'finish'` unless your handlers honour the signal).
+   */
+  inFlight?: 'finish' | 'abort';
+  /** With `'finish'`: longest wait for running work, ms (default 10 000). */
+  timeout?: number;
 }
 
 /** A held lock. `await using lock = await locks.acquire('k')` releases it at scope end. */

@@ -54,13 +54,20 @@ export class LockModule
     LockServiceHolder.service = new LockService(this.manager);
   }
 
-  /** Stops new acquisitions and releases held locks while clients are still open. */
+  /**
+   * Stops new acquisitions, lets in-flight locked work finish or aborts it (option
+   * `shutdown`), and releases held locks while clients are still open.
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    if (LockServiceHolder.manager === this.manager) {
-      LockServiceHolder.manager = undefined;
-      LockServiceHolder.service = undefined;
+    try {
+      // In-flight work may still re-enter its locks through @Locked meanwhile.
+      await this.manager.beforeShutdown();
+    } finally {
+      if (LockServiceHolder.manager === this.manager) {
+        LockServiceHolder.manager = undefined;
+        LockServiceHolder.service = undefined;
+      }
     }
-    await this.manager.beforeShutdown();
   }
 
   /** Closes the clients the module created (never ones the user passed in). */

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 /** Configuration of one backend, discriminated by `type`; each backend folder adds its member. */
 export type LockBackendConfig =
   | MemoryBackendConfig
@@ -24,7 +25,7 @@ export interface RedisBackendConfig {
   /** Seed nodes of a Redis Cluster (`redis://host:port`); the module creates a Cluster client. */
   clusterNodes?: string[];
   /** An existing ioredis `Redis` or `Cluster` (password, ACL user, TLS are yours to set). */
-  client?: object;
+  client?: Redis;
   /** ioredis options for the client the module creates from `url`, passed through untouched. */
   redisOptions?: Record<string, unknown>;
   /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */

@@ -49,6 +49,8 @@ export class Lease {
   state: 'held' | 'released' | 'lost' = 'held';
   /** Handles (the first acquisition plus re-entries) not yet released. */
   holders = 1;
+  /** `withLock`/`@Locked` scopes running under this lease: work shutdown can wait for. */
+  scopes = 0;
   /** Current lease ttl (changed by `extend(ttl)`). */
   ttl: number;
   /** Monotonic time at which the lease runs out unless renewed first. */

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { LockEvent, LockEventListener, LockEventName, LockMetrics } from '../lock.interfaces';
+import type { OtelLockMetrics } from './otel-metrics';
 
 /**
  * Event fan-out plus metrics and logging, in one place so every backend reports alike.
@@ -10,7 +11,11 @@ export class LockEvents {
   private readonly listeners = new Map<LockEventName, Set<LockEventListener>>();
   private readonly metrics = new Map<string, LockMetrics>();
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    /** OpenTelemetry instruments fed alongside the in-process counters, if any. */
+    private readonly otel?: OtelLockMetrics,
+  ) {}
 
   /** Subscribes; returns the unsubscribe function. */
   on(event: LockEventName, listener: LockEventListener): () => void {
@@ -45,6 +50,7 @@ export class LockEvents {
   /** Counts an acquisition attempt (emitted as no event: attempts are frequent). */
   attempt(backend: string): void {
     this.metricsFor(backend).lock_acquire_attempts_total++;
+    this.otel?.attempt(backend);
   }
 
   /** Counts a re-entry served without a backend call. */
@@ -58,6 +64,7 @@ export class LockEvents {
     m.lock_not_acquired_total++;
     m.lock_wait_seconds.sum += waitedMs / 1000;
     m.lock_wait_seconds.count++;
+    this.otel?.notAcquired(backend, waitedMs);
   }
 
   /** A snapshot of the metrics, per backend. */
@@ -104,6 +111,7 @@ export class LockEvents {
         m.lock_held++;
         m.lock_wait_seconds.sum += (event.waitedMs ?? 0) / 1000;
         m.lock_wait_seconds.count++;
+        this.otel?.acquired(event.backend, event.waitedMs ?? 0);
         break;
       case 'released':
       case 'lost':
@@ -111,6 +119,10 @@ export class LockEvents {
         m.lock_held = Math.max(0, m.lock_held - 1);
         m.lock_hold_seconds.sum += (event.heldMs ?? 0) / 1000;
         m.lock_hold_seconds.count++;
+        this.otel?.ended(event.backend, event.heldMs ?? 0, event.type === 'lost');
+        break;
+      case 'renewed':
+        this.otel?.renewed(event.backend);
         break;
       default:
         break;

@@ -16,6 +16,7 @@ const settings: LockSettings = {
   waitTimeout: 0,
   autoRenew: true,
   notAcquiredHttpStatus: 409,
+  shutdown: { inFlight: 'abort', timeout: 10_000 },
   operationTimeout: 5_000,
 };
 /** Keeps the expected shutdown log lines out of the test output. */

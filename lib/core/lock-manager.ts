@@ -20,6 +20,7 @@ import { monotonicNow } from './clock';
 import { Lease, type LeaseHost, messageOf, validityOf } from './lease';
 import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
+import type { OtelLockMetrics } from './otel-metrics';
 import { LockHandle, type HandleHost } from './lock-handle';
 import { newOwnerToken } from './token';
 import { backoffDelay, sleep, unrefTimer, withTimeout } from './timers';
@@ -41,6 +42,10 @@ export interface LockSettings {
   readonly notAcquiredHttpStatus: number | false;
   /** Bound on any single store call (ms); see `LockModuleOptions.operationTimeout`. */
   readonly operationTimeout: number;
+  /** What shutdown does with locks held by running work; see `LockModuleOptions.shutdown`. */
+  readonly shutdown: { readonly inFlight: 'finish' | 'abort'; readonly timeout: number };
+  /** OpenTelemetry instruments, when `@opentelemetry/api` is installed and metrics are on. */
+  readonly otel?: OtelLockMetrics;
 }
 
 /** One acquisition request after validation. */
@@ -72,13 +77,15 @@ export class LockManager implements LeaseHost, HandleHost {
   private readonly shutdown = new AbortController();
   private closing = false;
   private closed = false;
+  /** Resolves once no running work holds a lock, while shutdown waits for in-flight work. */
+  private allEnded: (() => void) | undefined;
 
   constructor(
     private readonly backends: ReadonlyMap<string, LockBackend>,
     readonly settings: LockSettings,
     private readonly logger = new Logger('LockService'),
   ) {
-    this.events = new LockEvents(logger);
+    this.events = new LockEvents(logger, settings.otel);
     // Every waiting acquisition listens on this one signal; hundreds of waiters are normal.
     setMaxListeners(0, this.shutdown.signal);
     for (const [name, backend] of backends) {
@@ -124,7 +131,12 @@ export class LockManager implements LeaseHost, HandleHost {
     defaultBackend?: string,
   ): Promise<LockHandle | null> {
     const req = this.prepare(keys, options, mode === 'try', defaultBackend);
-    if (this.closing) {
+    // Shutting down: no new locks, but work still running may re-enter the ones it holds.
+    const reentering = ([, full]: readonly [string, string]): boolean => {
+      const outer = this.context.find(req.backendName, full);
+      return outer !== undefined && outer.state !== 'released';
+    };
+    if (this.closing && !req.keys.every(reentering)) {
       throw new LockBackendError(
         req.backendName,
         'the lock module is shutting down; no new acquisitions',
@@ -169,7 +181,37 @@ export class LockManager implements LeaseHost, HandleHost {
 
   /** Runs `fn` inside a reentrancy scope holding `handle`. */
   runInScope<T>(handle: LockHandle, fn: () => T): T {
-    return this.context.run(handle, fn);
+    const leases = handle.leases;
+    for (const lease of leases) lease.scopes++;
+    let result: T;
+    try {
+      result = this.context.run(handle, fn);
+    } catch (err) {
+      this.leaveScope(leases);
+      throw err;
+    }
+    if (result instanceof Promise) {
+      return result.finally(() => this.leaveScope(leases)) as T;
+    }
+    this.leaveScope(leases);
+    return result;
+  }
+
+  private leaveScope(leases: readonly Lease[]): void {
+    for (const lease of leases) lease.scopes--;
+    this.checkInFlight();
+  }
+
+  /** Locks held by running `withLock`/`@Locked` work. */
+  private inFlightCount(): number {
+    let n = 0;
+    for (const lease of this.held.values()) if (lease.scopes > 0) n++;
+    return n;
+  }
+
+  /** While shutdown waits for running work: wakes it once none holds a lock any more. */
+  private checkInFlight(): void {
+    if (this.allEnded && this.inFlightCount() === 0) this.allEnded();
   }
 
   /** Innermost unreleased lock of this async context. */
@@ -264,7 +306,11 @@ export class LockManager implements LeaseHost, HandleHost {
     if (firstError !== undefined) throw firstError;
   }
 
-  /** Shutdown, first phase: refuse new acquisitions, cancel waits, release held locks. */
+  /**
+   * Shutdown, first phase: refuse new acquisitions and cancel waits at once; then, with
+   * `shutdown.inFlight: 'finish'`, give running work up to `shutdown.timeout` to finish and
+   * release its locks itself; then release every lock still held (its signal aborts).
+   */
   async beforeShutdown(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
@@ -272,6 +318,24 @@ export class LockManager implements LeaseHost, HandleHost {
     const deferred = [...this.deferred];
     this.deferred.clear();
     for (const [timer] of deferred) clearTimeout(timer);
+    const { inFlight, timeout: finishMs } = this.settings.shutdown;
+    if (inFlight === 'finish' && this.inFlightCount() > 0) {
+      this.logger.log(
+        `waiting up to ${finishMs} ms for work holding ${this.inFlightCount()} lock(s) to finish`,
+      );
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => (this.allEnded = resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, finishMs))),
+      ]);
+      clearTimeout(timer);
+      this.allEnded = undefined;
+      if (this.inFlightCount() > 0) {
+        this.logger.warn(
+          `work holding ${this.inFlightCount()} lock(s) still running after ${finishMs} ms of shutdown: releasing them (their signals abort)`,
+        );
+      }
+    }
     const leases = [...this.held.values()];
     if (leases.length === 0 && deferred.length === 0) return;
     this.logger.log(`releasing ${leases.length} held lock(s) before shutdown`);
@@ -314,6 +378,7 @@ export class LockManager implements LeaseHost, HandleHost {
 
   leaseEnded(lease: Lease): void {
     this.held.delete(lease.slot);
+    this.checkInFlight();
   }
 
   reportLost(lease: Lease, reason: string, cause?: unknown): void {

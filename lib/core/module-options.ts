@@ -4,7 +4,8 @@ import type { LockBackend } from '../backends/lock-backend.interface';
 import { BACKEND_FACTORIES } from '../backends/registry';
 import type { LockModuleOptions } from '../lock.interfaces';
 import type { LockSettings } from './lock-manager';
-import { validateBoolean, validateObject, validateTtl, validateWait } from './validation';
+import { OtelLockMetrics } from './otel-metrics';
+import { describe, validateBoolean, validateObject, validateTtl, validateWait } from './validation';
 
 /** Library defaults: a 30 s lease (never the 100 ms some libraries ship) and a 10 s wait. */
 export const DEFAULT_TTL_MS = 30_000;
@@ -20,7 +21,12 @@ const MODULE_KEYS = new Set([
   'keyPrefix',
   'notAcquiredHttpStatus',
   'operationTimeout',
+  'shutdown',
+  'metrics',
 ]);
+const SHUTDOWN_KEYS = new Set(['inFlight', 'timeout']);
+/** Default of `shutdown.timeout`: how long in-flight locked work gets to finish, ms. */
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 const DEFAULTS_KEYS = new Set(['ttl', 'waitTimeout', 'autoRenew']);
 const BACKEND_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -117,9 +123,13 @@ export async function buildLockRuntime(
       options.operationTimeout === undefined
         ? DEFAULT_OPERATION_TIMEOUT_MS
         : validateTtl(options.operationTimeout, 'operationTimeout'),
+    shutdown: validateShutdown(options.shutdown),
   };
+  const metrics =
+    options.metrics === undefined ? true : validateBoolean(options.metrics, 'metrics');
 
   // Only now, with everything validated, touch the outside world.
+  const otel = metrics ? await OtelLockMetrics.load() : undefined;
   const backends = new Map<string, LockBackend>();
   try {
     for (const [name, factory] of factories) {
@@ -129,5 +139,25 @@ export async function buildLockRuntime(
     await Promise.allSettled([...backends.values()].map((b) => b.close()));
     throw err;
   }
-  return { settings, backends };
+  return { settings: otel ? { ...settings, otel } : settings, backends };
+}
+
+/** `shutdown: { inFlight, timeout }`, with defaults `'finish'` and 10 s. */
+function validateShutdown(input: unknown): LockSettings['shutdown'] {
+  const shutdown = input === undefined ? {} : validateObject(input, 'shutdown');
+  for (const name of Object.keys(shutdown)) {
+    if (!SHUTDOWN_KEYS.has(name)) throw new LockConfigError(`shutdown.${name}`, 'unknown option');
+  }
+  const inFlight = shutdown.inFlight ?? 'finish';
+  if (inFlight !== 'finish' && inFlight !== 'abort') {
+    throw new LockConfigError(
+      'shutdown.inFlight',
+      `must be 'finish' or 'abort', got ${describe(inFlight)}`,
+    );
+  }
+  const timeout =
+    shutdown.timeout === undefined
+      ? DEFAULT_SHUTDOWN_TIMEOUT_MS
+      : validateTtl(shutdown.timeout, 'shutdown.timeout');
+  return { inFlight, timeout };
 }
