@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { InjectionToken } from '@nestjs/common';
 /** Configuration of one backend, discriminated by `type`; each backend folder adds its member. */
 export type LockBackendConfig =
   | MemoryBackendConfig
@@ -25,7 +25,7 @@ export interface RedisBackendConfig {
   /** Seed nodes of a Redis Cluster (`redis://host:port`); the module creates a Cluster client. */
   clusterNodes?: string[];
   /** An existing ioredis `Redis` or `Cluster` (password, ACL user, TLS are yours to set). */
-  client?: Redis;
+  client?: object;
   /** ioredis options for the client the module creates from `url`, passed through untouched. */
   redisOptions?: Record<string, unknown>;
   /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */
@@ -84,7 +84,7 @@ export interface TypeormBackendConfig {
   /** An existing TypeORM DataSource (initialized on first use if it is not yet; never destroyed by the module). */
   dataSource?: object;
   /** DI token of a DataSource, e.g. `getDataSourceToken()` from `@nestjs/typeorm` (looked up lazily). */
-  dataSourceToken?: string | symbol | (abstract new (...args: never[]) => unknown);
+  dataSourceToken?: InjectionToken;
   /** DataSource options: the module creates, initializes and (on shutdown) destroys it. */
   dataSourceOptions?: Record<string, unknown>;
   /**

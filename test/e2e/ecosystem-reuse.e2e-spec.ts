@@ -146,8 +146,8 @@ describe('reusing the DataSource of @nestjs/typeorm', () => {
           backends: {
             db: {
               type: 'typeorm',
-              // The default DataSource's token (what getDataSourceToken() returns for it).
-              dataSourceToken: DataSource,
+              // The token of the default DataSource, as @nestjs/typeorm hands it out.
+              dataSourceToken: getDataSourceToken(),
               strategy: 'table',
               tableName: table,
             },
