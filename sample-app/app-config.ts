@@ -5,8 +5,20 @@
  * of surfacing later as a confusing runtime error.
  */
 
+import { shortestIntervalMs } from './report-schedule';
+
 /** How a deduction is protected against concurrent deductions of the same SKU. */
 export type DeductMode = 'lock' | 'none' | 'optimistic';
+
+/** The scheduled stock report (report-job.ts), when REPORT_CRON turns it on. */
+export interface ReportConfig {
+  /** Cron expression (6 fields with seconds, or 5), validated. */
+  schedule: string;
+  /** How long the report's lock stays taken after a run starts, shorter than the interval. */
+  lockAtLeastForMs: number;
+  /** File to append one JSON line per run to, or `null`. */
+  runsFile: string | null;
+}
 
 /** Where products, segments and the order ledger live. */
 export type StoreKind = 'sqlite' | 'postgres' | 'mariadb';
@@ -69,6 +81,8 @@ export interface AppConfig {
   tablePrefix: string;
   /** Exit when stdin closes: set by launchers so an app never outlives them. */
   exitWithParent: boolean;
+  /** The scheduled report; `null` (the default, or REPORT_CRON=off) schedules nothing. */
+  report: ReportConfig | null;
 }
 
 /** An environment variable with a bad value. */
@@ -142,6 +156,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     workMs: integer(env, 'DEDUCT_WORK_MS', 5, 0, 60_000),
     tablePrefix,
     exitWithParent: env.EXIT_WITH_PARENT === '1',
+    report: report(env),
   };
 }
 
@@ -178,6 +193,34 @@ function database(env: Env, kind: StoreKind): DatabaseConfig {
         database: env.MYSQL_DATABASE || 'inventory',
       };
   }
+}
+
+/** Longest default lockAtLeastFor: beyond any plausible clock skew between replicas. */
+const MAX_DEFAULT_LOCK_AT_LEAST_FOR_MS = 30_000;
+
+function report(env: Env): ReportConfig | null {
+  const schedule = (env.REPORT_CRON ?? '').trim();
+  // Opt-in: a job firing by itself would add lock acquisitions and output to every run of the
+  // app (the demo, tests counting lock events), not only to those that want a report.
+  if (schedule === '' || schedule.toLowerCase() === 'off') return null;
+  let intervalMs: number;
+  try {
+    intervalMs = shortestIntervalMs(schedule);
+  } catch (err) {
+    throw new ConfigError('REPORT_CRON', `not a cron expression: ${(err as Error).message}`);
+  }
+  // Half the interval: covers clock skew and late timers, and leaves the other half for the
+  // lock to be free again before the next tick.
+  const fallback = Math.min(Math.floor(intervalMs / 2), MAX_DEFAULT_LOCK_AT_LEAST_FOR_MS);
+  const lockAtLeastForMs = integer(env, 'REPORT_LOCK_AT_LEAST_FOR_MS', fallback, 0, 3_600_000);
+  if (lockAtLeastForMs >= intervalMs) {
+    // Still taken at the next tick, the lock would make every replica skip it.
+    throw new ConfigError(
+      'REPORT_LOCK_AT_LEAST_FOR_MS',
+      `must be shorter than REPORT_CRON's interval (${intervalMs} ms), got "${lockAtLeastForMs}"`,
+    );
+  }
+  return { schedule, lockAtLeastForMs, runsFile: env.REPORT_RUNS_FILE || null };
 }
 
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {

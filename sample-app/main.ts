@@ -7,6 +7,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from './app.module';
 import { ConfigError, describeConfig, loadConfig, type AppConfig } from './app-config';
+import { startMetrics } from './metrics';
 
 async function bootstrap(): Promise<void> {
   let config: AppConfig;
@@ -17,7 +18,11 @@ async function bootstrap(): Promise<void> {
     console.error(`Invalid configuration: ${err.message}`);
     process.exit(2);
   }
-  const creating = NestFactory.create(AppModule.forRoot(config), { logger: ['error', 'warn'] });
+  // Before the app exists: the lock module looks up its OpenTelemetry meter when it starts.
+  const metrics = startMetrics();
+  const creating = NestFactory.create(AppModule.forRoot(config, metrics), {
+    logger: ['error', 'warn'],
+  });
   if (config.exitWithParent) {
     // The launcher holds our stdin open; EOF means it is gone, however it died. Watched from
     // the start, so that an app still booting when its launcher dies does not linger either.

@@ -1,0 +1,45 @@
+/**
+ * The record of report runs (REPORT_RUNS_FILE): one JSON line per run, appended by whichever
+ * app process ran it. A file rather than a table because it works the same with every
+ * product store and needs no schema change, and because a reader (the e2e test, an operator
+ * with `tail -f`) needs no database client and can read it after the processes have exited.
+ * Each line is written by one `write` on a file opened with O_APPEND, so lines of processes
+ * appending at the same time never interleave (on a local file system).
+ */
+import { appendFile, readFile } from 'node:fs/promises';
+
+/** One run of the report job. */
+export interface ReportRun {
+  /** The tick it ran for: its scheduled fire time, ISO 8601 (see `tickOf`). */
+  tick: string;
+  /** When the run started (ms since the epoch), just after its lock was granted. */
+  startedAt: number;
+  /** The app process that ran it. */
+  pid: number;
+  /** Fence of the lock it ran under (strictly increasing across grants on one store). */
+  fence: number | null;
+  /** Products in the store. */
+  products: number;
+  /** Orders in the ledger. */
+  orders: number;
+}
+
+/** Appends one run to `file`. */
+export async function appendReportRun(file: string, run: ReportRun): Promise<void> {
+  await appendFile(file, `${JSON.stringify(run)}\n`, 'utf8');
+}
+
+/** Every run recorded in `file`, in file order; none if the file does not exist. */
+export async function readReportRuns(file: string): Promise<ReportRun[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as ReportRun);
+}
