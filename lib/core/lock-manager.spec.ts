@@ -122,3 +122,107 @@ describe('LockManager operationTimeout', () => {
     await manager.close();
   });
 });
+
+describe('LockManager shutdown of in-flight work', () => {
+  const withShutdown = (inFlight: 'finish' | 'abort', timeout = 10_000): LockSettings => ({
+    ...settings,
+    shutdown: { inFlight, timeout },
+  });
+  /** `withLock` as LockService does it: acquire, run in scope, release. */
+  const withLock = async <T>(m: LockManager, key: string, fn: () => Promise<T>): Promise<T> => {
+    const lock = await m.acquire(key, undefined, 'wait');
+    try {
+      return await m.runInScope(lock, fn);
+    } finally {
+      await lock.release();
+    }
+  };
+
+  it("'finish' frees bare locks at once, lets scoped work finish (and re-enter), then closes", async () => {
+    const backend = new SessionBoundMemory();
+    const m = new LockManager(new Map([['s', backend]]), withShutdown('finish'), quiet);
+    const bare = await m.acquire('bare', undefined, 'wait');
+    let finishWork!: () => void;
+    const events: string[] = [];
+    const work = withLock(m, 'job', async () => {
+      await new Promise<void>((r) => (finishWork = r));
+      // Re-entering a lock the work holds is allowed while shutting down...
+      await withLock(m, 'job', async () => events.push('re-entered'));
+      // ...a new lock is not.
+      await m.acquire('other', undefined, 'try').catch((e: Error) => events.push(e.message));
+      events.push('work done');
+    });
+    await sleep(5);
+    const closing = m.close().then(() => events.push('closed'));
+    await sleep(20);
+    expect(bare.isHeld()).toBe(false);
+    expect(await backend.isLocked('bare')).toBe(false);
+    expect(await backend.isLocked('job')).toBe(true);
+    expect(events).toEqual([]);
+    finishWork();
+    await work;
+    await closing;
+    expect(events).toEqual([
+      're-entered',
+      'Lock backend "s": the lock module is shutting down; no new acquisitions',
+      'work done',
+      'closed',
+    ]);
+  });
+
+  it("'finish' aborts work still running after the timeout: its signal fires, the lock is freed", async () => {
+    const backend = new SessionBoundMemory();
+    const m = new LockManager(new Map([['s', backend]]), withShutdown('finish', 100), quiet);
+    const started = performance.now();
+    let abortedAfter = -1;
+    const work = withLock(m, 'job', async () => {
+      const lock = m.current()!;
+      await new Promise<void>((r) => lock.signal.addEventListener('abort', () => r()));
+      abortedAfter = performance.now() - started;
+    });
+    await sleep(5);
+    await m.beforeShutdown();
+    await work;
+    expect(abortedAfter).toBeGreaterThanOrEqual(95);
+    expect(abortedAfter).toBeLessThan(1_000);
+    expect(await backend.isLocked('job')).toBe(false);
+    await m.close();
+  });
+
+  it("'abort' frees every lock at once and aborts the running work's signal", async () => {
+    const backend = new SessionBoundMemory();
+    const m = new LockManager(new Map([['s', backend]]), withShutdown('abort'), quiet);
+    let aborted = false;
+    const work = withLock(m, 'job', async () => {
+      const lock = m.current()!;
+      await new Promise<void>((r) => lock.signal.addEventListener('abort', () => r()));
+      aborted = true;
+    });
+    await sleep(5);
+    const started = performance.now();
+    await m.beforeShutdown();
+    await work;
+    expect(aborted).toBe(true);
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(await backend.isLocked('job')).toBe(false);
+    await m.close();
+  });
+
+  it('a lockAtLeastFor release that work asks for while shutting down is sent before the store closes', async () => {
+    const backend = new SessionBoundMemory();
+    const m = new LockManager(new Map([['s', backend]]), withShutdown('finish'), quiet);
+    let finishWork!: () => void;
+    const lock = await m.acquire('job', { lockAtLeastFor: 60_000 }, 'wait');
+    const work = m
+      .runInScope(lock, () => new Promise<void>((r) => (finishWork = r)))
+      .then(() => lock.release());
+    const closing = m.beforeShutdown();
+    await sleep(10);
+    finishWork();
+    await work;
+    await closing;
+    // Released by shutdown, not left to a timer that would fire after the store closed.
+    expect(await backend.isLocked('job')).toBe(false);
+    await m.close();
+  });
+});

@@ -77,6 +77,8 @@ export class LockManager implements LeaseHost, HandleHost {
   private readonly shutdown = new AbortController();
   private closing = false;
   private closed = false;
+  /** Deferred releases asked for while shutting down: run by shutdown before the stores close. */
+  private readonly closingReleases: (() => Promise<void>)[] = [];
   /** Resolves once no running work holds a lock, while shutdown waits for in-flight work. */
   private allEnded: (() => void) | undefined;
 
@@ -190,8 +192,8 @@ export class LockManager implements LeaseHost, HandleHost {
       this.leaveScope(leases);
       throw err;
     }
-    if (result instanceof Promise) {
-      return result.finally(() => this.leaveScope(leases)) as T;
+    if (typeof (result as { then?: unknown } | null)?.then === 'function') {
+      return Promise.resolve(result).finally(() => this.leaveScope(leases)) as T;
     }
     this.leaveScope(leases);
     return result;
@@ -315,11 +317,14 @@ export class LockManager implements LeaseHost, HandleHost {
     if (this.closing) return;
     this.closing = true;
     this.shutdown.abort();
-    const deferred = [...this.deferred];
-    this.deferred.clear();
-    for (const [timer] of deferred) clearTimeout(timer);
     const { inFlight, timeout: finishMs } = this.settings.shutdown;
+    let idle: Promise<void> | undefined;
     if (inFlight === 'finish' && this.inFlightCount() > 0) {
+      // Locks no running scope holds (bare acquire()) have nothing to wait for: free them now.
+      idle = this.releaseForShutdown(
+        [...this.held.values()].filter((lease) => lease.scopes === 0),
+        [],
+      );
       this.logger.log(
         `waiting up to ${finishMs} ms for work holding ${this.inFlightCount()} lock(s) to finish`,
       );
@@ -336,7 +341,23 @@ export class LockManager implements LeaseHost, HandleHost {
         );
       }
     }
-    const leases = [...this.held.values()];
+    // lockAtLeastFor releases still pending on session stores go now, while clients are open.
+    const deferred = [...this.deferred];
+    this.deferred.clear();
+    for (const [timer] of deferred) clearTimeout(timer);
+    await Promise.all([idle, this.releaseForShutdown([...this.held.values()], deferred)]);
+    // Ones the releases above deferred in turn (sent at once while closing, see deferRelease).
+    await this.releaseForShutdown(
+      [],
+      this.closingReleases.splice(0).map((run) => [undefined, run]),
+    );
+  }
+
+  /** Releases `leases` and runs `deferred` releases, bounded: a dead store cannot stall shutdown. */
+  private async releaseForShutdown(
+    leases: readonly Lease[],
+    deferred: ReadonlyArray<readonly [NodeJS.Timeout | undefined, () => Promise<void>]>,
+  ): Promise<void> {
     if (leases.length === 0 && deferred.length === 0) return;
     this.logger.log(`releasing ${leases.length} held lock(s) before shutdown`);
     const all = Promise.allSettled([
@@ -407,6 +428,11 @@ export class LockManager implements LeaseHost, HandleHost {
         (err: unknown) =>
           this.reportError(lease, `deferred release failed: ${messageOf(err)}`, err),
       );
+    if (this.closing) {
+      // Shutting down: the store is about to be closed, so release now (shutdown awaits it).
+      this.closingReleases.push(run);
+      return;
+    }
     const timer = unrefTimer(() => {
       this.deferred.delete(timer);
       void run();
