@@ -170,6 +170,14 @@ export function medianRun(runs: readonly ContendedResult[]): ContendedResult {
 /** The hand-off setup: 8 worker processes on one key, each holding 2 ms, thinking 1 ms. */
 export const HANDOFF = { workers: 8, holdMs: 2, thinkMs: 1 } as const;
 
+/**
+ * The hand-off setup a profile runs: the issue's 8 workers, except in the smoke profile, which
+ * only proves the suites run (3 workers still contend, at a fraction of the process start-ups).
+ */
+export function handoffFor(profile: Profile): { workers: number; holdMs: number; thinkMs: number } {
+  return { ...HANDOFF, workers: profile.name === 'smoke' ? 3 : HANDOFF.workers };
+}
+
 /** Every contender's hand-off runs, and the median run of each. */
 export interface HandoffRuns {
   /** Runs per contender (3 each in the full profile, else 1). */
@@ -197,7 +205,7 @@ export async function runHandoffs(
         await runContended({
           contender,
           servers,
-          ...HANDOFF,
+          ...handoffFor(profile),
           durationMs: profile.contendedMs,
           roundTripMs,
         }),

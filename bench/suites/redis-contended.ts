@@ -1,4 +1,4 @@
-import { HANDOFF, runHandoffs } from '../harness/contended';
+import { handoffFor, runHandoffs } from '../harness/contended';
 import { contendedChart, contendedTable } from '../harness/contended-table';
 import type { ContenderName } from '../harness/contenders';
 import type { Profile } from '../harness/profile';
@@ -22,13 +22,14 @@ export async function redisContendedSuite(profile: Profile): Promise<SuiteResult
     profile,
   );
   const ours = results[0];
-  const maxWaitBound = 2 * HANDOFF.workers * (ours.meanHoldMs + roundTripMs);
+  const handoff = handoffFor(profile);
+  const maxWaitBound = 2 * handoff.workers * (ours.meanHoldMs + roundTripMs);
   return {
     id: 'redis-contended',
-    title: 'Contended hand-off on Redis, 8 processes',
+    title: `Contended hand-off on Redis, ${handoff.workers} processes`,
     tables: [
       contendedTable(
-        `Contended hand-off on Redis: ${HANDOFF.workers} worker processes, one key, hold ${HANDOFF.holdMs} ms, think ${HANDOFF.thinkMs} ms`,
+        `Contended hand-off on Redis: ${handoff.workers} worker processes, one key, hold ${handoff.holdMs} ms, think ${handoff.thinkMs} ms`,
         results,
         roundTripMs,
         repeats > 1
@@ -47,7 +48,7 @@ export async function redisContendedSuite(profile: Profile): Promise<SuiteResult
       ),
       target(
         'redis-contended-max-wait',
-        `Contended Redis: max wait (bound 2 × ${HANDOFF.workers} × (hold + round trip))`,
+        `Contended Redis: max wait (bound 2 × ${handoff.workers} × (hold + round trip))`,
         ours.waitMs.max,
         '<=',
         maxWaitBound,
@@ -73,13 +74,13 @@ export async function redisContendedSuite(profile: Profile): Promise<SuiteResult
     charts: [
       contendedChart(
         'redis-contended',
-        `Contended Redis hand-off, ${HANDOFF.workers} processes (locked ops/s)`,
+        `Contended Redis hand-off, ${handoff.workers} processes (locked ops/s)`,
         results,
       ),
     ],
     data: {
       roundTripMs,
-      ...HANDOFF,
+      ...handoff,
       runs,
     },
     seconds: (performance.now() - started) / 1000,

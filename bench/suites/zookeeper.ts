@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { startZkStandalone, stopAllZk } from '../../test/support/zk-servers';
-import { HANDOFF, runHandoffs } from '../harness/contended';
+import { handoffFor, runHandoffs } from '../harness/contended';
 import { contendedChart, contendedTable } from '../harness/contended-table';
 import { cycleTable } from '../harness/cycle-table';
 import { connectZk, createContender, zkCalls, type ContenderName } from '../harness/contenders';
@@ -19,6 +19,7 @@ const CONTENDERS: ContenderName[] = ['ours-zookeeper', 'raw-zookeeper'];
  * Runs on a standalone ZooKeeper it starts (ZK_CONNECT points it at another one).
  */
 export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
+  const handoff = handoffFor(profile);
   const started = performance.now();
   const zkConnect = process.env.ZK_CONNECT ?? (await startZkStandalone()).connectString;
   const servers = { redisUrl: REDIS_URL, zkConnect };
@@ -60,7 +61,7 @@ export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
             'queue read) and guards against orphaned nodes and dead sessions.',
         ),
         contendedTable(
-          `Contended hand-off on ZooKeeper: ${HANDOFF.workers} worker processes, one key, hold ${HANDOFF.holdMs} ms, think ${HANDOFF.thinkMs} ms`,
+          `Contended hand-off on ZooKeeper: ${handoff.workers} worker processes, one key, hold ${handoff.holdMs} ms, think ${handoff.thinkMs} ms`,
           contended,
           roundTripMs,
           'The idle gap is the watch wake-up: delete → watch event → getChildren → grant.',
@@ -80,7 +81,7 @@ export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
         },
         contendedChart(
           'zookeeper-contended',
-          `Contended ZooKeeper hand-off, ${HANDOFF.workers} processes (locked ops/s)`,
+          `Contended ZooKeeper hand-off, ${handoff.workers} processes (locked ops/s)`,
           contended,
         ),
       ],
