@@ -2,10 +2,40 @@ import type { LockService } from './lock.service';
 import type { LockManager } from './core/lock-manager';
 
 /**
- * Where `@Locked` finds the service. Decorators run before DI exists, so the module sets
- * this when it initialises (nestjs-cls style); until then `@Locked` methods refuse to run.
+ * Where `@Locked` finds the service. Decorators run before DI exists, so each `LockModule`
+ * binds, when it initialises, the provider and controller instances of its own application
+ * that have `@Locked` methods (`bindings`), and unbinds them at shutdown; so two applications
+ * in one process each lock through their own module. Instances Nest did not create at
+ * bootstrap (request-scoped, transient, `new`-ed by hand) use the most recently initialised
+ * module (`service`). Until a module is there, `@Locked` methods refuse to run.
  */
 export const LockServiceHolder: {
   service?: LockService;
   manager?: LockManager;
 } = {};
+
+/** One module's binding; `service` is cleared when that module shuts down. */
+export interface LockBinding {
+  service?: LockService;
+}
+
+/** Instance → the binding of the module of its application. */
+export const lockBindings = new WeakMap<object, LockBinding>();
+
+/** Prototypes that declare `@Locked` methods (filled by the decorator). */
+export const lockedPrototypes = new WeakSet<object>();
+
+/** Whether `instance`'s class, or a class it extends, has a `@Locked` method. */
+export function hasLockedMethods(instance: object): boolean {
+  for (let p = Object.getPrototypeOf(instance); p && p !== Object.prototype;) {
+    if (lockedPrototypes.has(p as object)) return true;
+    p = Object.getPrototypeOf(p);
+  }
+  return false;
+}
+
+/** The service a `@Locked` method called on `self` must use, if any. */
+export function lockServiceFor(self: unknown): LockService | undefined {
+  const binding = typeof self === 'object' && self !== null ? lockBindings.get(self) : undefined;
+  return binding ? binding.service : LockServiceHolder.service;
+}

@@ -7,7 +7,7 @@ import {
   type OnModuleInit,
   type Provider,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR, ModuleRef } from '@nestjs/core';
+import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, ModuleRef } from '@nestjs/core';
 import { LockManager } from './core/lock-manager';
 import { buildLockRuntime } from './core/module-options';
 import { LockNotAcquiredInterceptor } from './http/lock-not-acquired.interceptor';
@@ -19,7 +19,12 @@ import {
   LockConfigurableModule,
 } from './lock.module-definition';
 import { LockService } from './lock.service';
-import { LockServiceHolder } from './lock-service.holder';
+import {
+  hasLockedMethods,
+  lockBindings,
+  LockServiceHolder,
+  type LockBinding,
+} from './lock-service.holder';
 import { requestedBackendNames } from './decorators/inject-lock-backend.decorator';
 
 /**
@@ -34,7 +39,13 @@ export class LockModule
   extends LockConfigurableModule
   implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown
 {
-  constructor(@Inject(LOCK_MANAGER) private readonly manager: LockManager) {
+  /** What this module's `@Locked` instances use; its service is cleared at shutdown. */
+  private readonly binding: LockBinding = {};
+
+  constructor(
+    @Inject(LOCK_MANAGER) private readonly manager: LockManager,
+    @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+  ) {
     super();
   }
 
@@ -48,10 +59,23 @@ export class LockModule
     return withProviders(super.forRootAsync(options), options.backendNames ?? []);
   }
 
-  /** Makes `@Locked` usable; until now it refuses to run. */
+  /**
+   * Makes `@Locked` usable; until now it refuses to run. Binds every instance of this
+   * application that has `@Locked` methods to this module (see `LockServiceHolder`).
+   */
   onModuleInit(): void {
+    const service = new LockService(this.manager);
+    this.binding.service = service;
     LockServiceHolder.manager = this.manager;
-    LockServiceHolder.service = new LockService(this.manager);
+    LockServiceHolder.service = service;
+    for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
+      // Request-scoped and transient instances do not exist yet: they use the holder.
+      if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) continue;
+      const instance: unknown = wrapper.instance;
+      if (typeof instance === 'object' && instance !== null && hasLockedMethods(instance)) {
+        lockBindings.set(instance, this.binding);
+      }
+    }
   }
 
   /**
@@ -63,6 +87,7 @@ export class LockModule
       // In-flight work may still re-enter its locks through @Locked meanwhile.
       await this.manager.beforeShutdown();
     } finally {
+      this.binding.service = undefined;
       if (LockServiceHolder.manager === this.manager) {
         LockServiceHolder.manager = undefined;
         LockServiceHolder.service = undefined;
@@ -109,6 +134,8 @@ function withProviders(base: DynamicModule, names: readonly string[]): DynamicMo
   ];
   return {
     ...base,
+    // DiscoveryService: to bind this application's @Locked instances to this module.
+    imports: [...(base.imports ?? []), DiscoveryModule],
     providers: [...(base.providers ?? []), ...providers],
     exports: [
       ...(base.exports ?? []),

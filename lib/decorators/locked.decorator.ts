@@ -3,7 +3,7 @@ import { LockConfigError, LockNotAcquiredError } from '../errors/lock.errors';
 import { compileLockKey, type LockKeySource } from '../core/key-template';
 import { validateLockOptions, validateObject } from '../core/validation';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
-import { LockServiceHolder } from '../lock-service.holder';
+import { lockedPrototypes, lockServiceFor } from '../lock-service.holder';
 
 type AnyMethod = (...args: never[]) => unknown;
 
@@ -40,8 +40,9 @@ export function Locked<A extends unknown[] = unknown[]>(
       throw new LockConfigError('@Locked', `${String(propertyKey)} is not a method`);
     }
     const method = original as AnyMethod;
+    lockedPrototypes.add(target);
     const wrapped = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
-      const service = LockServiceHolder.service;
+      const service = lockServiceFor(this);
       if (!service) {
         throw new LockConfigError(
           'LockModule',

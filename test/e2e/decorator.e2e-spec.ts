@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get, Injectable, Param, SetMetadata } from '@nestjs/common';
+import { Controller, Get, Inject, Injectable, Param, SetMetadata } from '@nestjs/common';
 import { Cron, ScheduleModule } from '@nestjs/schedule';
 import {
   Locked,
@@ -250,6 +250,31 @@ describe('@Locked fails closed', () => {
     await t.close();
     await expect(job.run()).rejects.toBeInstanceOf(LockConfigError);
     expect(ran).toBe(1);
+  });
+
+  it('two applications in one process: each @Locked instance locks through its own module, also after the other closed', async () => {
+    @Injectable()
+    class Worker {
+      constructor(@Inject(LockService) private readonly locks: LockService) {}
+      @Locked('shared-job')
+      async run(): Promise<string | undefined> {
+        // The lock this app's own service sees in this scope, if the decorator used it.
+        return this.locks.current()?.backend;
+      }
+    }
+    const a = await createLockApp({ backends: { a: { type: 'memory' } } }, { providers: [Worker] });
+    const b = await createLockApp({ backends: { b: { type: 'memory' } } }, { providers: [Worker] });
+    try {
+      expect(await a.app.get(Worker).run()).toBe('a');
+      expect(await b.app.get(Worker).run()).toBe('b');
+      await b.close();
+      expect(await a.app.get(Worker).run()).toBe('a');
+      await expect(b.app.get(Worker).run()).rejects.toMatchObject({ field: 'LockModule' });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+    await expect(a.app.get(Worker).run()).rejects.toMatchObject({ field: 'LockModule' });
   });
 
   it('rejects bad decorator options when the class is defined', () => {
