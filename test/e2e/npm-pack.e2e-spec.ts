@@ -304,6 +304,17 @@ describe('npm pack: the tarball in a fresh NestJS app', () => {
       (name) => packedPkg.peerDependenciesMeta?.[name]?.optional !== true,
     );
     expect(required.sort()).toEqual([...CORE_PEERS].sort());
+
+    // lib/ is not shipped, so each source map must carry its sources to be of use.
+    const maps = packedFiles.filter((f) => f.endsWith('.js.map'));
+    expect(maps.length).toBeGreaterThan(0);
+    const withoutSources = maps.filter((f) => {
+      const map = readJson<{ sources: string[]; sourcesContent?: (string | null)[] }>(
+        path.join(installed, f),
+      );
+      return map.sourcesContent?.length !== map.sources.length || map.sourcesContent.includes(null);
+    });
+    expect(withoutSources).toEqual([]);
   });
 
   it('runs a CommonJS Nest app on Redis: @Locked, withLock, fences, refusal', async () => {
