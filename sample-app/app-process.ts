@@ -29,6 +29,33 @@ const READY_LINE = /listening on (http:\/\/\S+)/;
 const OUTPUT_LIMIT = 8_192;
 const DEFAULT_READY_TIMEOUT_MS = 45_000;
 
+/**
+ * The app's own variables, blanked (the app treats empty as unset): spread first into a test's
+ * env so that whatever the developer's shell exports cannot change what the test runs.
+ * Connection variables (PGHOST, MYSQL_HOST, ...) stay: the test databases honour them too.
+ */
+export const CLEAN_APP_ENV: Readonly<Record<string, string>> = Object.fromEntries(
+  [
+    'HOST',
+    'STORE',
+    'LOCK_BACKEND',
+    'LOCK_STRATEGY',
+    'REDIS_URL',
+    'REDLOCK_URLS',
+    'ZK_CONNECT',
+    'LOCK_TTL_MS',
+    'LOCK_WAIT_MS',
+    'LOCK_POOL_SIZE',
+    'DEDUCT_MODE',
+    'SEGMENTS',
+    'DEDUCT_WORK_MS',
+    'TABLE_PREFIX',
+    'REPORT_CRON',
+    'REPORT_LOCK_AT_LEAST_FOR_MS',
+    'REPORT_RUNS_FILE',
+  ].map((name) => [name, '']),
+);
+
 /** Children not yet exited. */
 const running = new Set<ChildProcessWithoutNullStreams>();
 

@@ -7,7 +7,12 @@
 // ran for and its pid), read after they have stopped, so nothing depends on stdout ordering.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { dirname, join } from 'node:path';
-import { startApp, stopAllApps, type AppProcess } from '../../sample-app/app-process';
+import {
+  CLEAN_APP_ENV,
+  startApp,
+  stopAllApps,
+  type AppProcess,
+} from '../../sample-app/app-process';
 import { callJson } from '../../sample-app/load-client';
 import { readReportRuns, type ReportRun } from '../../sample-app/report-runs';
 import { tempSqliteFile } from '../support/databases';
@@ -29,32 +34,6 @@ const PROBE_EVERY_MS = 250;
  */
 const FREEZE_BEFORE_TICK_MS = 250;
 const THAW_AFTER_TICK_MS = 150;
-
-/**
- * The app's own variables, blanked (the app treats empty as unset) so that whatever the
- * developer's shell exports cannot change what the test runs.
- */
-const CLEAN_ENV: Record<string, string> = Object.fromEntries(
-  [
-    'HOST',
-    'STORE',
-    'LOCK_BACKEND',
-    'LOCK_STRATEGY',
-    'REDIS_URL',
-    'REDLOCK_URLS',
-    'ZK_CONNECT',
-    'LOCK_TTL_MS',
-    'LOCK_WAIT_MS',
-    'LOCK_POOL_SIZE',
-    'DEDUCT_MODE',
-    'SEGMENTS',
-    'DEDUCT_WORK_MS',
-    'TABLE_PREFIX',
-    'REPORT_CRON',
-    'REPORT_LOCK_AT_LEAST_FOR_MS',
-    'REPORT_RUNS_FILE',
-  ].map((name) => [name, '']),
-);
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -89,7 +68,7 @@ async function observe(
   const sqlite = tempSqliteFile();
   const runsFile = join(dirname(sqlite.file), 'report-runs.jsonl');
   const common = {
-    ...CLEAN_ENV,
+    ...CLEAN_APP_ENV,
     SQLITE_FILE: sqlite.file,
     REPORT_CRON: EVERY_SECOND,
     REPORT_LOCK_AT_LEAST_FOR_MS: String(LOCK_AT_LEAST_FOR_MS),

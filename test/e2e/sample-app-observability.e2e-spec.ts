@@ -7,17 +7,20 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startApp, stopAllApps, type AppProcess } from '../../sample-app/app-process';
+import {
+  CLEAN_APP_ENV,
+  startApp,
+  stopAllApps,
+  type AppProcess,
+} from '../../sample-app/app-process';
 
 describe('sample app: /health and /metrics', () => {
   const dir = mkdtempSync(join(tmpdir(), 'inventory-obs-'));
   let app: AppProcess;
 
   beforeAll(async () => {
-    // The app's own variables blanked, so the developer's shell cannot change the setup.
-    const blank = ['STORE', 'LOCK_BACKEND', 'LOCK_STRATEGY', 'DEDUCT_MODE', 'SEGMENTS'];
     app = await startApp('obs', {
-      ...Object.fromEntries(blank.map((n) => [n, ''])),
+      ...CLEAN_APP_ENV,
       SQLITE_FILE: join(dir, 'inventory.sqlite'),
     });
   }, 60_000);

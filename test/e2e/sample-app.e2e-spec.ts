@@ -3,7 +3,12 @@
 // back from the store. The unlocked mode must oversell under the same kind of load, or the
 // exactness checks would prove nothing.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startApp, stopAllApps, type AppProcess } from '../../sample-app/app-process';
+import {
+  CLEAN_APP_ENV,
+  startApp,
+  stopAllApps,
+  type AppProcess,
+} from '../../sample-app/app-process';
 import { callJson, runLoad, type JsonReply, type LoadResult } from '../../sample-app/load-client';
 import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../support/databases';
 import { startZkStandalone, type ZkNode } from '../support/zk-servers';
@@ -12,30 +17,6 @@ const STOCK = 15;
 const ORDERS = 40;
 const IN_FLIGHT_PER_APP = 5;
 const APP_TABLES = ['product', 'stock_segment', 'order_ledger', 'distributed_lock'];
-
-/**
- * The app's own variables, blanked (the app treats empty as unset) so that whatever the
- * developer's shell exports cannot change what a test runs. Connection variables (PGHOST,
- * MYSQL_HOST, ...) stay: the test databases honour them too.
- */
-const CLEAN_ENV: Record<string, string> = Object.fromEntries(
-  [
-    'HOST',
-    'STORE',
-    'LOCK_BACKEND',
-    'LOCK_STRATEGY',
-    'REDIS_URL',
-    'REDLOCK_URLS',
-    'ZK_CONNECT',
-    'LOCK_TTL_MS',
-    'LOCK_WAIT_MS',
-    'LOCK_POOL_SIZE',
-    'DEDUCT_MODE',
-    'SEGMENTS',
-    'DEDUCT_WORK_MS',
-    'TABLE_PREFIX',
-  ].map((name) => [name, '']),
-);
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let skuCounter = 0;
@@ -48,7 +29,7 @@ async function withApps<T>(
   work: (apps: AppProcess[]) => Promise<T>,
 ): Promise<T> {
   const started = await Promise.allSettled(
-    envs.map((env, i) => startApp(`app${i}`, { ...CLEAN_ENV, ...env })),
+    envs.map((env, i) => startApp(`app${i}`, { ...CLEAN_APP_ENV, ...env })),
   );
   try {
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
@@ -250,8 +231,8 @@ describe('sample app: HTTP contract and fencing', () => {
 
   beforeAll(async () => {
     apps = await Promise.all([
-      startApp('a', { ...CLEAN_ENV, ...db.env }),
-      startApp('b', { ...CLEAN_ENV, ...db.env }),
+      startApp('a', { ...CLEAN_APP_ENV, ...db.env }),
+      startApp('b', { ...CLEAN_APP_ENV, ...db.env }),
     ]);
     sku = freshSku();
     expect((await callJson('PUT', `${apps[0].url}/inventory/${sku}`, { stock: 2 })).status).toBe(
