@@ -26,7 +26,8 @@ interface AppRun {
   readonly child: ChildProcessWithoutNullStreams;
   readonly url: string;
   output(): string;
-  waitFor(text: string, timeoutMs?: number): Promise<number>;
+  /** Resolves once the output contains `text`; rejects after `timeoutMs` (default 30 s). */
+  waitFor(text: string, timeoutMs?: number): Promise<void>;
   readonly exited: Promise<{ code: number | null; signal: string | null; at: number }>;
 }
 
@@ -49,14 +50,13 @@ async function startApp(env: Record<string, string>): Promise<AppRun> {
   );
   running.add(child);
   let out = '';
-  const seen = new Map<string, number>();
-  const waiters: { text: string; resolve: (at: number) => void }[] = [];
+  const waiters: { text: string; resolve: () => void }[] = [];
   const onData = (chunk: Buffer): void => {
     out += chunk.toString();
     for (const w of [...waiters]) {
       if (out.includes(w.text)) {
         waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(performance.now());
+        w.resolve();
       }
     }
   };
@@ -68,18 +68,18 @@ async function startApp(env: Record<string, string>): Promise<AppRun> {
       r({ code, signal, at: performance.now() });
     }),
   );
-  const waitFor = (text: string, timeoutMs = 30_000): Promise<number> => {
-    if (out.includes(text)) return Promise.resolve(seen.get(text) ?? performance.now());
-    return new Promise<number>((resolve, reject) => {
+  const waitFor = (text: string, timeoutMs = 30_000): Promise<void> => {
+    if (out.includes(text)) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new Error(`no "${text}" within ${timeoutMs} ms; output:\n${out}`)),
         timeoutMs,
       );
       waiters.push({
         text,
-        resolve: (at) => {
+        resolve: () => {
           clearTimeout(timer);
-          resolve(at);
+          resolve();
         },
       });
     });
@@ -128,7 +128,15 @@ describe('graceful shutdown on SIGTERM (real processes)', () => {
     expect(await pgHeld(app, 'bare-db')).toBe(true);
     const termAt = performance.now();
     app.child.kill('SIGTERM');
-    return { response: await response, exit: await app.exited, termAt };
+    // When the bare Redis lock (held by no running work) disappears, polled until the response.
+    let bareFreedAt: number | undefined;
+    let answered = false;
+    void response.then(() => (answered = true));
+    while (!answered && bareFreedAt === undefined) {
+      if (!(await redisHeld(app, 'bare'))) bareFreedAt = performance.now();
+      else await new Promise((r) => setTimeout(r, 20));
+    }
+    return { response: await response, exit: await app.exited, termAt, bareFreedAt };
   };
 
   const expectAllReleased = async (app: AppRun) => {
@@ -160,11 +168,13 @@ describe('graceful shutdown on SIGTERM (real processes)', () => {
   it("inFlight 'finish': the request completes (re-entering its lock), then locks are released and the process exits by itself", async () => {
     const app = apps.finish!;
     const workMs = 1_500;
-    const { response, exit, termAt } = await termDuringWork(app, workMs);
+    const { response, exit, termAt, bareFreedAt } = await termDuringWork(app, workMs);
     expect(response.status).toBe(200);
     expect(response.body).toMatchObject({ aborted: false, reentered: true });
     expect(typeof response.body.fence).toBe('number');
     // The bare lock was released at once, while the request was still working.
+    expect(bareFreedAt).toBeDefined();
+    expect(bareFreedAt! - termAt).toBeLessThan(workMs / 2);
     expect(exit).toMatchObject({ code: 0, signal: null });
     expect(exit.at).toBeGreaterThan(response.at - 50);
     expect(exit.at - termAt).toBeLessThan(workMs + EXIT_BOUND_MS);
