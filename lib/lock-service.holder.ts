@@ -1,5 +1,4 @@
 import type { LockService } from './lock.service';
-import type { LockManager } from './core/lock-manager';
 
 /**
  * Where `@Locked` finds the service. Decorators run before DI exists, so each `LockModule`
@@ -11,7 +10,6 @@ import type { LockManager } from './core/lock-manager';
  */
 export const LockServiceHolder: {
   service?: LockService;
-  manager?: LockManager;
 } = {};
 
 /** One module's binding; `service` is cleared when that module shuts down. */

@@ -66,7 +66,6 @@ export class LockModule
   onModuleInit(): void {
     const service = new LockService(this.manager);
     this.binding.service = service;
-    LockServiceHolder.manager = this.manager;
     LockServiceHolder.service = service;
     for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
       // Request-scoped and transient instances do not exist yet: they use the holder.
@@ -87,11 +86,8 @@ export class LockModule
       // In-flight work may still re-enter its locks through @Locked meanwhile.
       await this.manager.beforeShutdown();
     } finally {
+      if (LockServiceHolder.service === this.binding.service) LockServiceHolder.service = undefined;
       this.binding.service = undefined;
-      if (LockServiceHolder.manager === this.manager) {
-        LockServiceHolder.manager = undefined;
-        LockServiceHolder.service = undefined;
-      }
     }
   }
 
