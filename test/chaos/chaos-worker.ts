@@ -16,7 +16,7 @@
  * Run: node -r scripts/ts-register.cjs test/chaos/chaos-worker.ts '<ChaosWorkerArgs JSON>'
  */
 import 'reflect-metadata';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { LockModule } from '../../lib/lock.module';
@@ -25,6 +25,7 @@ import { Locked } from '../../lib/decorators/locked.decorator';
 import type { Lock, LockModuleOptions } from '../../lib/lock.interfaces';
 import { HistoryRecorder } from '../support/history';
 import { FencedResourceClient } from './fenced-resource';
+import { readWitness, writeWitness } from '../support/witness-file';
 
 /** What the runner passes, as one JSON argument. */
 export interface ChaosWorkerArgs {
@@ -110,7 +111,7 @@ async function main(args: ChaosWorkerArgs): Promise<void> {
       stats.sections++;
       if (!observe()) return;
       await fencedWrite(lock);
-      const read = Number(readFileSync(args.witnessFile, 'utf8') || '0');
+      const read = readWitness(args.witnessFile);
       const strike = strikePending;
       strikePending = false;
       const work = strike ? args.strikeHoldMs! : Math.random() * args.holdMs;
@@ -123,7 +124,7 @@ async function main(args: ChaosWorkerArgs): Promise<void> {
       await fencedWrite(lock);
       // The witness is not fenced: it is written only after a synchronous look at isHeld().
       if (!observe()) return;
-      writeFileSync(args.witnessFile, String(read + 1));
+      writeWitness(args.witnessFile, read + 1);
       recorder.witness(key, token, read, read + 1);
       stats.witnessWrites++;
       ended = true;

@@ -9,7 +9,7 @@
  * Run: node -r scripts/ts-register.cjs test/support/lock-worker.ts '<WorkerArgs JSON>'
  */
 import 'reflect-metadata';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { LockModule } from '../../lib/lock.module';
@@ -18,6 +18,7 @@ import { Locked } from '../../lib/decorators/locked.decorator';
 import type { Lock } from '../../lib/lock.interfaces';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import { HistoryRecorder } from './history';
+import { readWitness, writeWitness } from './witness-file';
 
 /** What the parent passes (as one JSON argument). */
 export interface WorkerArgs {
@@ -56,9 +57,9 @@ async function main(args: WorkerArgs): Promise<void> {
     lock.signal.addEventListener('abort', () => {
       if (!releasing) recorder.lost(args.key, lock.token, String(lock.signal.reason));
     });
-    const read = Number(readFileSync(args.witnessFile, 'utf8') || '0');
+    const read = readWitness(args.witnessFile);
     await sleep(Math.random() * args.holdMs);
-    writeFileSync(args.witnessFile, String(read + 1));
+    writeWitness(args.witnessFile, read + 1);
     recorder.witness(args.key, lock.token, read, read + 1);
     releasing = true;
     recorder.rel(args.key, lock.token);
