@@ -11,6 +11,10 @@ module.exports = {
   roots: ['<rootDir>/lib', '<rootDir>/test'],
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
   testTimeout: 30000,
+  // Two test files at a time: most of the suite waits on servers, leases and child processes,
+  // so one file per core fits the 20-minute CI budget; every file uses its own ports, key
+  // prefixes, tables and temp dirs, so two never disturb each other's state.
+  maxWorkers: 2,
   // Every spec must close what it opens; a leaked handle fails loudly instead of hanging CI.
   detectOpenHandles: false,
   forceExit: false,
