@@ -37,10 +37,8 @@ export class AdvisoryLockBackend implements LockBackend {
         : await runner.query('SELECT GET_LOCK(?, 0) AS ok', [advisoryLockName(key)], true);
       if (!truthy(result.records[0]?.ok)) return null;
       try {
-        const fence = await this.pins.nextFence(key);
-        // As in for-update: the fence came from another connection, so prove ours still holds.
-        if (!(await PinnedConnections.alive(runner))) return null;
-        this.pins.hold(key, token, runner);
+        const fence = await this.pins.grant(key, token, runner);
+        if (fence === null) return null;
         held = true;
         return { fence };
       } catch (err) {

@@ -136,13 +136,8 @@ export class ForUpdateLockBackend implements LockBackend {
         );
       }
       if (!(await this.lockRow(runner, k, waitMs))) return null;
-      const fence = await this.pins.nextFence(key);
-      // The fence was drawn on another connection: if ours died meanwhile (a server restart
-      // kills every connection), the row is already someone else's, with a later fence, and this
-      // grant must not be handed out. A round trip on ours after the draw proves it still held
-      // the row then, so every later holder draws a later fence.
-      if (!(await PinnedConnections.alive(runner))) return null;
-      this.pins.hold(key, token, runner);
+      const fence = await this.pins.grant(key, token, runner);
+      if (fence === null) return null;
       held = true;
       return { fence };
     } finally {

@@ -67,8 +67,23 @@ export class PinnedConnections {
     await runner.release().catch(() => undefined);
   }
 
+  /**
+   * Completes a grant once `runner` holds the database lock: draws the fence (on another
+   * connection), then proves with one round trip that `runner` still holds, and records the
+   * held lock. `null` when the connection died meanwhile: a server restart between the lock
+   * and the draw has already handed the lock to someone else, with a later fence, so this grant
+   * must not be handed out; a successful round trip after the draw means every later holder
+   * draws a later fence.
+   */
+  async grant(key: string, token: string, runner: SqlRunner): Promise<number | null> {
+    const fence = await this.nextFence(key);
+    if (!(await PinnedConnections.alive(runner))) return null;
+    this.hold(key, token, runner);
+    return fence;
+  }
+
   /** Records a held lock and reports it lost the moment its connection dies. */
-  hold(key: string, token: string, runner: SqlRunner): void {
+  private hold(key: string, token: string, runner: SqlRunner): void {
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
       const pinned = this.held.get(slot(key, token));
@@ -154,7 +169,7 @@ export class PinnedConnections {
    * Next fence for `key`, from a counter row updated in autocommit on a pooled connection (not
    * the pinned one: a rolled-back transaction must never hand the same fence out twice).
    */
-  async nextFence(key: string): Promise<number> {
+  private async nextFence(key: string): Promise<number> {
     const { dialect, table } = this.source;
     const counter = storedKey(`\u0000fence\u0000${key}`);
     if (dialect.family === 'postgres') {
