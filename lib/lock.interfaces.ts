@@ -180,7 +180,17 @@ export interface LockMetrics {
   /** Locks held right now. */
   lock_held: number;
   /** Sum and count of wait times in seconds (successful and failed acquisitions). */
-  lock_wait_seconds: { sum: number; count: number };
+  lock_wait_seconds: {
+    /** Total of the waits, in seconds. */
+    sum: number;
+    /** Number of waits. */
+    count: number;
+  };
   /** Sum and count of hold times in seconds. */
-  lock_hold_seconds: { sum: number; count: number };
+  lock_hold_seconds: {
+    /** Total of the holds, in seconds. */
+    sum: number;
+    /** Number of holds. */
+    count: number;
+  };
 }

@@ -42,6 +42,7 @@ export class LockModule
   /** What this module's `@Locked` instances use; its service is cleared at shutdown. */
   private readonly binding: LockBinding = {};
 
+  /** @internal Nest creates the module; its dependencies are the module's own internals. */
   constructor(
     @Inject(LOCK_MANAGER) private readonly manager: LockManager,
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,

@@ -67,7 +67,12 @@ export interface ZookeeperBackendConfig {
   /** Requested session timeout in ms (default 10 000; the server may clamp it to its min/max). */
   sessionTimeout?: number;
   /** Credentials added to the session, e.g. `[{ scheme: 'digest', credentials: 'user:password' }]`. */
-  auth?: Array<{ scheme: string; credentials: string }>;
+  auth?: Array<{
+    /** Authentication scheme, e.g. `'digest'`. */
+    scheme: string;
+    /** The scheme's credentials, e.g. `'user:password'` for digest. */
+    credentials: string;
+  }>;
   /** ACL of created nodes: `'creator'` (default with `auth`: only that identity) or `'open'` (default without). */
   acl?: 'open' | 'creator';
   /** How long bootstrap waits for the first connection before going on in the background (default 15 000 ms). */

@@ -1,16 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import { builtinModules } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import ts from 'typescript';
+import {
+  packTarball,
+  readJson,
+  lockedVersion,
+  REPO_ROOT,
+  runCommand,
+} from '../support/packed-package';
 
 // Packaging (issue 9): the `npm pack` tarball installs into a fresh NestJS app with only the
 // peers of the backend it uses, runs there, and its published types import no optional peer.
 
-// Jest runs in native ESM mode here (no __dirname) and from the repository root.
-const root = process.cwd();
+const root = REPO_ROOT;
 const fixtures = path.join(root, 'test', 'support', 'packed-app');
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -36,35 +41,9 @@ const SUBPATH_PEERS: Readonly<Record<string, readonly string[]>> = {
   './terminus': ['@nestjs/terminus'],
 };
 
-interface RunResult {
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * Runs a command without the `npm_*` variables of an enclosing `npm run` (they carry the repo's
- * prefix and config, which would leak into the temp app's install). Rejects with its output.
- */
-function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<RunResult> {
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_')),
-  );
-  return new Promise((resolve, reject) => {
-    execFile(
-      cmd,
-      args,
-      { cwd, env, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        if (error) {
-          const shown = [cmd, ...args].join(' ');
-          reject(new Error(`${shown} (in ${cwd}) failed: ${error.message}\n${stdout}\n${stderr}`));
-        } else {
-          resolve({ stdout, stderr });
-        }
-      },
-    );
-  });
-}
+/** runCommand with positional arguments, as every call here uses them. */
+const run = (cmd: string, args: string[], cwd: string, timeoutMs: number) =>
+  runCommand(cmd, args, { cwd, timeoutMs });
 
 const timings: Record<string, number> = {};
 async function timed<T>(step: string, fn: () => Promise<T>): Promise<T> {
@@ -74,31 +53,6 @@ async function timed<T>(step: string, fn: () => Promise<T>): Promise<T> {
   } finally {
     timings[step] = Math.round(performance.now() - start);
   }
-}
-
-function readJson<T>(file: string): T {
-  return JSON.parse(fs.readFileSync(file, 'utf8')) as T;
-}
-
-/** `dist` is missing or older than a source file of the build (npm test builds first anyway). */
-function distIsStale(): boolean {
-  const built = path.join(root, 'dist', 'index.js');
-  if (!fs.existsSync(built)) return true;
-  const builtAt = fs.statSync(built).mtimeMs;
-  const sources = fs
-    .readdirSync(path.join(root, 'lib'), { recursive: true, encoding: 'utf8' })
-    .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'));
-  return sources.some((f) => fs.statSync(path.join(root, 'lib', f)).mtimeMs > builtAt);
-}
-
-/** Exact version of `name` in the repo's package-lock, so the temp app tests what CI tests. */
-function lockedVersion(name: string): string {
-  const lock = readJson<{ packages: Record<string, { version?: string }> }>(
-    path.join(root, 'package-lock.json'),
-  );
-  const version = lock.packages[`node_modules/${name}`]?.version;
-  if (!version) throw new Error(`${name} is not in package-lock.json`);
-  return version;
 }
 
 /** Module specifiers of a declaration file: imports, re-exports, import types, references. */
@@ -251,18 +205,12 @@ describe('npm pack: the tarball in a fresh NestJS app', () => {
     app = path.join(tmp, 'app');
     fs.mkdirSync(app);
 
-    if (distIsStale()) {
-      await timed('build', () => run('npm', ['run', 'build', '--silent'], root, 60_000));
-    }
-    const packed = await timed('pack', () =>
-      run('npm', ['pack', '--json', '--loglevel=error', '--pack-destination', tmp], root, 30_000),
-    );
-    const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
-    packedFiles = info.files.map((f) => f.path);
+    const packed = await timed('pack', () => packTarball(tmp));
+    packedFiles = packed.files;
 
     const pkg = readJson<{ name: string }>(path.join(root, 'package.json'));
     const dependencies: Record<string, string> = {
-      [pkg.name]: `file:${path.join(tmp, info.filename)}`,
+      [pkg.name]: `file:${packed.file}`,
     };
     for (const name of [...CORE_PEERS, USED_PEER]) dependencies[name] = lockedVersion(name);
     fs.writeFileSync(
@@ -293,6 +241,8 @@ describe('npm pack: the tarball in a fresh NestJS app', () => {
     expect(packedFiles).toContain('dist/index.js');
     expect(packedFiles).toContain('dist/index.d.ts');
     expect(packedFiles.filter((f) => f.startsWith('lib/') || f.startsWith('test/'))).toEqual([]);
+    const topLevel = packedFiles.filter((f) => !f.startsWith('dist/')).sort();
+    expect(topLevel).toEqual(['CHANGELOG.md', 'LICENSE', 'README.md', 'package.json']);
 
     const present = (name: string) => fs.existsSync(path.join(app, 'node_modules', name));
     expect(present(USED_PEER)).toBe(true);
@@ -344,6 +294,39 @@ describe('npm pack: the tarball in a fresh NestJS app', () => {
     // The state really lived in Redis under the prefix (the fixture deleted it afterwards).
     expect(result.redisKeys).toBeGreaterThan(0);
   }, 60_000);
+
+  it('has what the npm package page shows: license, description, keywords, changelog entry', () => {
+    const pkg = readJson<{
+      name: string;
+      version: string;
+      license?: string;
+      description?: string;
+      keywords?: string[];
+      files?: string[];
+    }>(path.join(installed, 'package.json'));
+    expect(pkg.license).toBe('MIT');
+    expect(fs.readFileSync(path.join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
+    expect(pkg.description?.length).toBeGreaterThan(40);
+    expect(pkg.keywords).toEqual(expect.arrayContaining(['nestjs', 'distributed-lock', 'redis']));
+    // The version says what changed: the changelog has a section for it.
+    const changelog = fs.readFileSync(path.join(installed, 'CHANGELOG.md'), 'utf8');
+    expect(changelog).toContain(`\n## ${pkg.version} `);
+  });
+
+  it('every exports subpath has types under node10 resolution too (typesVersions)', () => {
+    const pkg = readJson<
+      PackedPackageJson & { typesVersions?: Record<string, Record<string, string[]>> }
+    >(path.join(installed, 'package.json'));
+    const mapped = pkg.typesVersions?.['*'] ?? {};
+    for (const [subpath, target] of Object.entries(pkg.exports)) {
+      const types = typesTarget(target);
+      if (subpath === '.' || types === undefined) continue;
+      expect({ subpath, types: mapped[subpath.slice(2)] }).toEqual({
+        subpath,
+        types: [path.normalize(types)],
+      });
+    }
+  });
 
   it('a backend whose peer is not installed fails with LockConfigError naming it', async () => {
     fs.copyFileSync(path.join(fixtures, 'main.cjs'), path.join(app, 'main.cjs'));

@@ -1,0 +1,34 @@
+import { Module } from '@nestjs/common';
+import { ConfigModule, ConfigService } from '@nestjs/config';
+import { ScheduleModule } from '@nestjs/schedule';
+import { TerminusModule } from '@nestjs/terminus';
+import { LockModule } from 'nestjs-distributed-lock';
+import { LockHealthModule } from 'nestjs-distributed-lock/terminus';
+import { HealthController } from './health.controller.js';
+import { LockController } from './lock.controller.js';
+import { TickJob } from './tick.job.js';
+import { WitnessService } from './witness.service.js';
+
+@Module({
+  imports: [
+    ConfigModule.forRoot(),
+    ScheduleModule.forRoot(),
+    TerminusModule,
+    LockHealthModule,
+    // The README's forRootAsync example, as written there.
+    LockModule.forRootAsync({
+      imports: [ConfigModule],
+      inject: [ConfigService],
+      useFactory: (cfg: ConfigService) => ({
+        backends: { main: { type: 'redis', url: cfg.getOrThrow<string>('REDIS_URL') } },
+        keyPrefix: cfg.get<string>('LOCK_PREFIX', ''),
+        // Environment values are strings: convert before handing them over.
+        defaults: { ttl: Number(cfg.get('LOCK_TTL_MS') ?? 30_000) },
+        shutdown: { timeout: Number(cfg.get('SHUTDOWN_TIMEOUT_MS') ?? 10_000) },
+      }),
+    }),
+  ],
+  controllers: [LockController, HealthController],
+  providers: [WitnessService, TickJob],
+})
+export class AppModule {}

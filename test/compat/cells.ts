@@ -1,0 +1,134 @@
+// The compatibility matrix: which NestJS majors and Node lines are tested together, and what a
+// fresh app of each major installs. The README's compatibility table is rendered from this file
+// (test/compat/compat-matrix.e2e-spec.ts checks that it is).
+
+/** A NestJS major the package supports. */
+export type NestMajor = 10 | 11 | 12;
+
+/**
+ * How the cell's app is compiled and loaded:
+ * - `commonjs`: `module: commonjs` (classic node10 resolution), the Nest 10 CLI's starter;
+ * - `nodenext`: `module: nodenext` in a CommonJS package, the Nest 11 CLI's starter;
+ * - `esm`: `module: nodenext` in a `"type": "module"` package, an ES-module app.
+ */
+export type AppModuleKind = 'commonjs' | 'nodenext' | 'esm';
+
+/** What a fresh app of one NestJS major installs: the newest release of each package there. */
+export interface NestStack {
+  /** The app's own dependencies before it adds this package (exact versions). */
+  readonly app: Readonly<Record<string, string>>;
+  /** The TypeORM line its `@nestjs/typeorm` uses, with the Postgres driver, when tested. */
+  readonly sql?: Readonly<Record<string, string>>;
+}
+
+export const NEST_STACKS: Readonly<Record<NestMajor, NestStack>> = {
+  10: {
+    app: {
+      '@nestjs/common': '10.4.9',
+      '@nestjs/core': '10.4.9',
+      '@nestjs/platform-express': '10.4.9',
+      '@nestjs/platform-fastify': '10.4.9',
+      '@nestjs/schedule': '4.1.2',
+      '@nestjs/config': '3.3.0',
+      // terminus 10 has no HealthIndicatorService; 11 supports NestJS 10 and 11.
+      '@nestjs/terminus': '11.1.1',
+      // Nest 10 apps were generated with reflect-metadata 0.1; Nest accepts both lines.
+      'reflect-metadata': '0.1.14',
+      rxjs: '7.8.2',
+    },
+    sql: { typeorm: '0.3.31', pg: '8.16.3' },
+  },
+  11: {
+    app: {
+      '@nestjs/common': '11.2.10',
+      '@nestjs/core': '11.2.10',
+      '@nestjs/platform-express': '11.2.10',
+      '@nestjs/platform-fastify': '11.2.8',
+      '@nestjs/schedule': '6.1.3',
+      '@nestjs/config': '4.0.4',
+      '@nestjs/terminus': '11.1.1',
+      'reflect-metadata': '0.2.2',
+      rxjs: '7.8.2',
+    },
+  },
+  12: {
+    app: {
+      '@nestjs/common': '12.5.1',
+      '@nestjs/core': '12.5.1',
+      '@nestjs/platform-express': '12.5.1',
+      '@nestjs/platform-fastify': '12.5.0',
+      '@nestjs/schedule': '12.0.2',
+      '@nestjs/config': '12.0.1',
+      '@nestjs/terminus': '12.1.0',
+      'reflect-metadata': '0.2.2',
+      rxjs: '7.8.2',
+    },
+    sql: { typeorm: '1.1.1', pg: '8.16.3' },
+  },
+};
+
+/** The exact Node release tested for each supported line. */
+export const NODE_RELEASES = { 20: '20.20.2', 22: '22.23.3', 24: '24.21.0' } as const;
+
+/** A Node line the package supports. */
+export type NodeLine = keyof typeof NODE_RELEASES;
+
+/** One cell of the matrix. */
+export interface Cell {
+  readonly nest: NestMajor;
+  readonly node: NodeLine;
+  readonly module: AppModuleKind;
+  /** Also lock through TypeORM on PostgreSQL (`NEST_STACKS[nest].sql`). */
+  readonly sql: boolean;
+  /** Why this cell is in the matrix. */
+  readonly why: string;
+}
+
+/**
+ * Every major and every Node line, not every product: the pairs users run that could break
+ * differently. The oldest pair and the newest; NestJS 12 (ES modules only) loaded by a CommonJS
+ * package on the oldest Node that can (`require(esm)` from Node 20.19); NestJS 10 on the newest
+ * Node; NestJS 11 on the LTS most teams deploy.
+ */
+export const CELLS: readonly Cell[] = [
+  {
+    nest: 10,
+    node: 20,
+    module: 'commonjs',
+    sql: true,
+    why: 'oldest pair; TypeORM 0.3',
+  },
+  {
+    nest: 10,
+    node: 24,
+    module: 'commonjs',
+    sql: false,
+    why: 'oldest NestJS on the newest Node',
+  },
+  {
+    nest: 11,
+    node: 22,
+    module: 'nodenext',
+    sql: false,
+    why: 'the most common pair',
+  },
+  {
+    nest: 12,
+    node: 20,
+    module: 'nodenext',
+    sql: false,
+    why: 'ESM-only NestJS through require(esm) on Node 20',
+  },
+  {
+    nest: 12,
+    node: 24,
+    module: 'esm',
+    sql: true,
+    why: 'newest pair, as an ES-module app; TypeORM 1.x',
+  },
+];
+
+/** A short name for a cell, used for temp folders, key prefixes and test titles. */
+export function cellName(cell: Cell): string {
+  return `nest${cell.nest}-node${cell.node}-${cell.module}`;
+}
