@@ -7,7 +7,9 @@ export const README_END = '<!-- bench:end -->';
 
 /**
  * The README's benchmark section, from a run: where and when, each target with its measured
- * ratio (a missed one says so), every table, and the charts.
+ * ratio (a missed one says so), and every table. No link and no chart: the README is also the
+ * npm package page, where relative links and images do not resolve; the charts are in the full
+ * report.
  */
 export function renderReadmeBlock(run: BenchRun): string {
   const missed = run.suites.flatMap((s) => s.targets).filter((t) => !t.met);
@@ -16,7 +18,7 @@ export function renderReadmeBlock(run: BenchRun): string {
     // Prettier would re-align the tables; the block is kept exactly as rendered.
     '<!-- prettier-ignore-start -->',
     '',
-    `${runLine(run)} Full report: [bench/results/latest.md](bench/results/latest.md).`,
+    `${runLine(run)} Full report, with charts: \`bench/results/latest.md\` in the source tree.`,
     '',
     missed.length === 0
       ? 'Every target of the run was met.'
@@ -33,10 +35,6 @@ export function renderReadmeBlock(run: BenchRun): string {
     for (const table of suite.tables) {
       lines.push('', `**${table.title}**`, '', markdownTable(table));
     }
-  }
-  const charts = run.suites.flatMap((s) => s.charts);
-  if (charts.length) {
-    lines.push('', charts.map((c) => `![${c.title}](bench/results/charts/${c.id}.svg)`).join('\n'));
   }
   lines.push('', '<!-- prettier-ignore-end -->', README_END);
   return lines.join('\n');
