@@ -1,6 +1,8 @@
 // NestJS 12 ships as ES modules only; on Node 20 Jest can load them only in its native ESM
 // mode (`--experimental-vm-modules`, see package.json "test:jest"), so TypeScript is
 // transpiled to ESM here. Type checking is done once by `npm run typecheck`, not per file.
+const { sqliteModuleName } = require('./scripts/sqlite-driver.cjs');
+
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: '<rootDir>/test/support/jest-environment.cjs',
@@ -9,6 +11,8 @@ module.exports = {
     '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', useESM: true }],
   },
   roots: ['<rootDir>/lib', '<rootDir>/test'],
+  // The better-sqlite3 that works on this Node (scripts/sqlite-driver.cjs).
+  moduleNameMapper: { '^better-sqlite3$': sqliteModuleName() },
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
   testTimeout: 30000,
   // Two test files at a time: most of the suite waits on servers, leases and child processes,

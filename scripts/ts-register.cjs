@@ -7,7 +7,9 @@
 // source, the options and the compiler's version, and `typescript` is loaded only on a miss.
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const Module = require('node:module');
 const path = require('node:path');
+const { sqliteModuleName } = require('./sqlite-driver.cjs');
 
 const COMPILER_OPTIONS = {
   module: 'CommonJS',
@@ -67,3 +69,12 @@ function cached(source, filename) {
 require.extensions['.ts'] = function compileTs(module, filename) {
   module._compile(cached(fs.readFileSync(filename, 'utf8'), filename), filename);
 };
+
+// better-sqlite3 that works on this Node (see sqlite-driver.cjs), for TypeORM's require and ours.
+const sqlite = sqliteModuleName();
+if (sqlite !== 'better-sqlite3') {
+  const resolve = Module._resolveFilename;
+  Module._resolveFilename = function resolveSqlite(request, ...rest) {
+    return resolve.call(this, request === 'better-sqlite3' ? sqlite : request, ...rest);
+  };
+}

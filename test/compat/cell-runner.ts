@@ -148,7 +148,10 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     fs.mkdirSync(witnessDir, { recursive: true });
     report.nodeVersion = (await inApp(node, ['--version'], 30_000)).stdout.trim();
 
-    const sql = cell.sql && stack.sql ? stack.sql : {};
+    const sql: Record<string, string> = cell.sql && stack.sql ? { ...stack.sql } : {};
+    if (cell.sqliteDriver) {
+      sql[cell.sqliteDriver.alias] = `npm:better-sqlite3@${cell.sqliteDriver.version}`;
+    }
     fs.writeFileSync(
       path.join(appDir, 'package.json'),
       JSON.stringify(
@@ -291,7 +294,13 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
         const { stdout } = await runCommand(node, [path.join('dist', 'sql-check.js')], {
           cwd: appDir,
           timeoutMs: 60_000,
-          env: { ...env, SQL_TABLE: sqlTable, LOCK_PREFIX: prefix },
+          env: {
+            ...env,
+            SQL_TABLE: sqlTable,
+            LOCK_PREFIX: prefix,
+            WITNESS_DIR: witnessDir,
+            SQLITE_DRIVER: cell.sqliteDriver?.alias,
+          },
         });
         return JSON.parse(stdout.trim().split('\n').pop() ?? '') as CellReport['sql'];
       });

@@ -80,6 +80,12 @@ export interface Cell {
   readonly module: AppModuleKind;
   /** Also lock through TypeORM on PostgreSQL (`NEST_STACKS[nest].sql`). */
   readonly sql: boolean;
+  /**
+   * Also lock on SQLite with this better-sqlite3, installed under its own name and handed to
+   * TypeORM as its `driver`, as the README tells Node 24 users to: 12 aborts the process there,
+   * and 13 is outside TypeORM 1.1's peer range (^12).
+   */
+  readonly sqliteDriver?: { readonly alias: string; readonly version: string };
   /** Why this cell is in the matrix. */
   readonly why: string;
 }
@@ -124,6 +130,7 @@ export const CELLS: readonly Cell[] = [
     node: 24,
     module: 'esm',
     sql: true,
+    sqliteDriver: { alias: 'better-sqlite3-node22', version: '13.2.0' },
     why: 'newest pair, as an ES-module app; TypeORM 1.x',
   },
 ];

@@ -91,6 +91,7 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
       'nestjs-distributed-lock': own,
       ...stack.app,
       ...(cell.sql ? stack.sql : {}),
+      ...(cell.sqliteDriver ? { [cell.sqliteDriver.alias]: cell.sqliteDriver.version } : {}),
     });
     expect(report.installOutput).not.toMatch(/ERESOLVE|peer dep/i);
     // npm warns (one `{ ... }` block per package) when a package's engines exclude this Node.
@@ -189,9 +190,18 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
   });
 
   if (cell.sql) {
-    it(`TypeORM ${stack.sql?.typeorm} on Postgres: table, for-update and advisory exclude and fence`, () => {
+    const checks = [
+      'table',
+      'for-update',
+      'advisory',
+      ...(cell.sqliteDriver ? ['sqlite table'] : []),
+    ];
+    const what = cell.sqliteDriver
+      ? `TypeORM ${stack.sql?.typeorm} on Postgres and SQLite (better-sqlite3 ${cell.sqliteDriver.version} as driver)`
+      : `TypeORM ${stack.sql?.typeorm} on Postgres`;
+    it(`${what}: every strategy excludes and fences`, () => {
       const sql = must(reportOf(cell).sql, 'sql');
-      expect(sql.map((r) => r.strategy)).toEqual(['table', 'for-update', 'advisory']);
+      expect(sql.map((r) => r.strategy)).toEqual(checks);
       for (const result of sql) {
         expect(result.refusedWhileHeld).toBe(true);
         const [first, second] = result.fences;

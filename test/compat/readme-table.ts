@@ -18,7 +18,10 @@ const MODULE_LABEL: Record<AppModuleKind, string> = {
 export function readmeBlock(cells: readonly Cell[]): string {
   const rows = cells.map((cell) => {
     const app = NEST_STACKS[cell.nest].app;
-    const sql = cell.sql ? NEST_STACKS[cell.nest].sql?.typeorm : undefined;
+    const typeorm = cell.sql ? NEST_STACKS[cell.nest].sql?.typeorm : undefined;
+    const sqlite = cell.sqliteDriver
+      ? `; SQLite with better-sqlite3 ${cell.sqliteDriver.version}`
+      : '';
     return [
       `**${cell.nest}** (${app['@nestjs/core']})`,
       `**${cell.node}** (${NODE_RELEASES[cell.node]})`,
@@ -28,7 +31,7 @@ export function readmeBlock(cells: readonly Cell[]): string {
       app['@nestjs/config'],
       app['@nestjs/terminus'],
       app['reflect-metadata'],
-      sql ?? '—',
+      typeorm ? `${typeorm}: Postgres${sqlite}` : '—',
       cell.why,
     ];
   });
@@ -41,7 +44,7 @@ export function readmeBlock(cells: readonly Cell[]): string {
     'config',
     'terminus',
     'reflect-metadata',
-    'TypeORM (Postgres)',
+    'TypeORM',
     'why this pair',
   ];
   const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
