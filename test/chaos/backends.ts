@@ -6,11 +6,13 @@
  */
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import {
+  createMariadbUser,
   dataSourceOptions,
   dropTable,
   killConnections,
   tempSqliteFile,
   uniqueTableName,
+  type MariadbUser,
 } from '../support/databases';
 import { startRedisNode, startRedisNodes, type RedisNode } from '../support/redis-servers';
 import { startZkEnsemble, type ZkEnsemble } from '../support/zk-servers';
@@ -177,17 +179,33 @@ export function zookeeperBackend(): ChaosBackend {
   };
 }
 
-/** A TypeORM backend on one database with one strategy, on its own table. */
+/**
+ * A TypeORM backend on one database with one strategy, on its own table. Its workers connect
+ * under an identity of their own (a Postgres application name, a throwaway MariaDB user), so the
+ * store fault kills their connections and never those of a test file running at the same time.
+ */
 export function sqlBackend(
   kind: 'postgres' | 'mariadb' | 'sqlite',
   strategy: 'table' | 'for-update' | 'advisory',
 ): ChaosBackend {
   const tableName = uniqueTableName('chaos');
+  const applicationName = `ndl-${tableName}`;
   let sqlite: { file: string; cleanup(): void } | undefined;
-  const base = (): Record<string, unknown> =>
-    kind === 'sqlite'
-      ? dataSourceOptions('sqlite', { sqliteFile: sqlite!.file })
-      : dataSourceOptions(kind, { poolSize: 4 });
+  let mariadbUser: MariadbUser | undefined;
+  const base = (): Record<string, unknown> => {
+    switch (kind) {
+      case 'sqlite':
+        return dataSourceOptions('sqlite', { sqliteFile: sqlite!.file });
+      case 'postgres':
+        return dataSourceOptions(kind, { poolSize: 4, applicationName });
+      case 'mariadb':
+        return {
+          ...dataSourceOptions(kind, { poolSize: 4 }),
+          username: mariadbUser!.username,
+          password: mariadbUser!.password,
+        };
+    }
+  };
   return {
     id: `${kind}-${strategy}`,
     label: `${sqlKinds[kind]} ${strategy}`,
@@ -195,10 +213,12 @@ export function sqlBackend(
     networked: kind !== 'sqlite',
     start: async () => {
       if (kind === 'sqlite') sqlite = tempSqliteFile();
+      if (kind === 'mariadb') mariadbUser = await createMariadbUser();
     },
     stop: async () => {
       await dropTable(kind, tableName, sqlite?.file).catch(() => undefined);
       sqlite?.cleanup();
+      await mariadbUser?.drop().catch(() => undefined);
     },
     endpoints: () => {
       if (kind === 'sqlite') return [];
@@ -228,7 +248,8 @@ export function sqlBackend(
           storeFault: {
             label: 'every client connection killed by the server',
             run: async () => {
-              await killConnections(kind, { all: true });
+              if (kind === 'mariadb') await mariadbUser!.kill();
+              else await killConnections(kind, { applicationName });
             },
           },
         }),

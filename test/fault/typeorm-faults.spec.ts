@@ -1,15 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createConnection, type RowDataPacket } from 'mysql2/promise';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import {
+  createMariadbUser,
   dataSourceOptions,
   dropTable,
   killConnections,
   tempSqliteFile,
   uniqueTableName,
   type DbKind,
+  type MariadbUser,
 } from '../support/databases';
 import { startHolder } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
@@ -56,43 +57,13 @@ function abortWithin(
   });
 }
 
-/**
- * A throwaway MariaDB user with all rights on `locktest`: the connections of an app that logs in
- * as it are exactly the PROCESSLIST rows with that USER, whatever else runs on the server.
- */
-async function withMariadbUser<T>(
-  work: (user: { username: string; password: string; kill(): Promise<number> }) => Promise<T>,
-): Promise<T> {
-  const admin = dataSourceOptions('mariadb');
-  const connection = await createConnection({
-    host: String(admin.host),
-    port: Number(admin.port),
-    user: String(admin.username),
-    password: String(admin.password),
-    database: String(admin.database),
-  });
-  connection.on('error', () => undefined);
-  const username = `ndl_fault_${randomBytes(4).toString('hex')}`;
-  const password = randomBytes(12).toString('hex');
+/** Runs `work` with a throwaway MariaDB user (createMariadbUser), dropped afterwards. */
+async function withMariadbUser<T>(work: (user: MariadbUser) => Promise<T>): Promise<T> {
+  const user = await createMariadbUser();
   try {
-    await connection.query(`CREATE USER ?@'%' IDENTIFIED BY ?`, [username, password]);
-    await connection.query(`GRANT ALL PRIVILEGES ON \`${String(admin.database)}\`.* TO ?@'%'`, [
-      username,
-    ]);
-    return await work({
-      username,
-      password,
-      kill: async () => {
-        const [rows] = await connection.query<RowDataPacket[]>(
-          'SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = ?',
-          [username],
-        );
-        return killConnections('mariadb', { ids: rows.map((row) => Number(row.id)) });
-      },
-    });
+    return await work(user);
   } finally {
-    await connection.query(`DROP USER IF EXISTS ?@'%'`, [username]).catch(() => undefined);
-    await connection.end();
+    await user.drop().catch(() => undefined);
   }
 }
 

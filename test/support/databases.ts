@@ -225,7 +225,9 @@ export function tempSqliteFile(): { file: string; cleanup(): void } {
  * `KILL <id>` (then waits until the ids left PROCESSLIST). Filters combine with AND:
  * `applicationName` (postgres only: the `application_name`), `ids` (postgres backend pids from
  * `pg_backend_pid()`, mariadb ids from `CONNECTION_ID()`), or `all: true` for every connection
- * of `locktest` (which may include other test files' connections). Returns how many were killed.
+ * of `locktest`, which includes other test files' connections: Jest runs two files at a time, so
+ * a fault should strike its own connections (an application name, a createMariadbUser login).
+ * Returns how many were killed.
  */
 export async function killConnections(
   kind: 'postgres' | 'mariadb',
@@ -278,6 +280,47 @@ export async function killConnections(
     }
     return killed.length;
   });
+}
+
+/** A throwaway MariaDB login with every right on the test database (see createMariadbUser). */
+export interface MariadbUser {
+  username: string;
+  password: string;
+  /** Kills, from the server side, every connection logged in as this user; returns how many. */
+  kill(): Promise<number>;
+  /** Drops the user (its open connections stay until they end). */
+  drop(): Promise<void>;
+}
+
+/**
+ * A throwaway MariaDB user with all rights on `locktest`: the connections of an app that logs
+ * in as it are exactly the PROCESSLIST rows with that USER, whatever else runs on the server
+ * (other test files run at the same time), so a fault can strike them and nothing else.
+ */
+export async function createMariadbUser(): Promise<MariadbUser> {
+  const username = `ndl_test_${randomBytes(4).toString('hex')}`;
+  const password = randomBytes(12).toString('hex');
+  await withMariadb(async (connection) => {
+    await connection.query(`CREATE USER ?@'%' IDENTIFIED BY ?`, [username, password]);
+    await connection.query(`GRANT ALL PRIVILEGES ON \`${TEST_DATABASE}\`.* TO ?@'%'`, [username]);
+  });
+  return {
+    username,
+    password,
+    kill: async () => {
+      const ids = await withMariadb(async (connection) => {
+        const [rows] = await connection.query<RowDataPacket[]>(
+          'SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = ?',
+          [username],
+        );
+        return rows.map((row) => Number(row.id));
+      });
+      return killConnections('mariadb', { ids });
+    },
+    drop: async () => {
+      await withMariadb((connection) => connection.query(`DROP USER IF EXISTS ?@'%'`, [username]));
+    },
+  };
 }
 
 /** Ids of the other connections to the test database (MariaDB). */
