@@ -226,7 +226,8 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     report.unlocked = await step('unlocked', () => burst('unlocked', 'b'));
 
     report.busy = await step('busy', async () => {
-      const holder = http('POST', `${express.url}/hold/busy?ms=1500`);
+      // Held for 3 s: time to see it held and to be refused twice, on a busy machine too.
+      const holder = http('POST', `${express.url}/hold/busy?ms=3000`);
       const lockedNow = async () =>
         ((await http('GET', `${fastify.url}/locked/hold:busy`)).body as { locked?: boolean })
           .locked === true;
@@ -243,11 +244,11 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     }));
 
     report.cron = await step('cron', async () => {
-      // Ticks every 2 s in both processes; wait for 4 ticks both fired after the boot.
+      // Ticks every 3 s in both processes; wait for 4 ticks both fired after the boot.
       const fired = () => readLines(path.join(witnessDir, 'log-fired'));
       await until(
         async () => completeTicks(fired(), report.pids!).length >= 4,
-        Math.max(0, 16_000 - (Date.now() - bootedAt)) + 4_000,
+        Math.max(0, 20_000 - (Date.now() - bootedAt)) + 6_000,
         'four cron ticks fired in both processes',
       );
       await sleep(300); // the locked run of the last tick writes its line by now
