@@ -52,7 +52,7 @@ export interface CellReport {
   installOutput?: string;
   /** Problems `npm ls --all` reports (invalid or missing peers): empty when clean. */
   npmLsProblems?: string[];
-  /** Whether the compiled app is CommonJS or ESM, as Node would load dist/main.js. */
+  /** Whether TypeScript emitted dist/main.js as CommonJS or as an ES module. */
   compiledAs?: 'commonjs' | 'esm';
   locked?: { sections: Section[]; final: number };
   unlocked?: { sections: Section[]; final: number };
@@ -189,7 +189,7 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     ]);
 
     await step('compile', () => compileApp(cell, appDir, node, env));
-    report.compiledAs = cell.module === 'esm' ? 'esm' : 'commonjs';
+    report.compiledAs = emittedModuleKind(path.join(appDir, 'dist', 'main.js'));
 
     await redis.connect();
     const appEnv = {
@@ -331,6 +331,14 @@ export function completeTicks(fired: readonly string[], pids: readonly number[])
   }
   const ticks = [...byTick.keys()].sort((a, b) => a - b);
   return ticks.slice(0, -1).filter((t) => pids.every((pid) => byTick.get(t)?.has(pid)));
+}
+
+/** What TypeScript emitted for `file`: ES module syntax or CommonJS `require` calls. */
+function emittedModuleKind(file: string): 'commonjs' | 'esm' {
+  const code = fs.readFileSync(file, 'utf8');
+  if (/^import\s/m.test(code)) return 'esm';
+  if (/\brequire\(/.test(code)) return 'commonjs';
+  throw new Error(`${file} is neither an ES module nor CommonJS:\n${code.slice(0, 500)}`);
 }
 
 function readLines(file: string): string[] {

@@ -101,6 +101,8 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
   });
 
   it("compiles strictly (skipLibCheck off) against this major's own type declarations", () => {
+    // The compile step fails the cell on any type error; this checks the module kind it emitted
+    // (an ES-module cell without "type": "module" would silently be CommonJS).
     expect(reportOf(cell).compiledAs).toBe(cell.module === 'esm' ? 'esm' : 'commonjs');
   });
 
