@@ -238,7 +238,7 @@ describe('killConnections', () => {
   });
 
   it('refuses to kill without a filter, and application names on mariadb', async () => {
-    await expect(killConnections('postgres', {})).rejects.toThrow(/all: true/);
+    await expect(killConnections('postgres', {})).rejects.toThrow(/applicationName or ids/);
     await expect(killConnections('mariadb', { applicationName: 'x' })).rejects.toThrow(/ids/);
     await expect(killConnections('mariadb', { ids: [] })).resolves.toBe(0);
     await expect(killConnections('postgres', { ids: [1.5] })).rejects.toThrow(/integers/);

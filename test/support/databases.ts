@@ -223,19 +223,18 @@ export function tempSqliteFile(): { file: string; cleanup(): void } {
  * connection doing it), like an administrator or a failover would: postgres
  * `pg_terminate_backend(pid, 5000)` (waits until each backend has exited), mariadb
  * `KILL <id>` (then waits until the ids left PROCESSLIST). Filters combine with AND:
- * `applicationName` (postgres only: the `application_name`), `ids` (postgres backend pids from
- * `pg_backend_pid()`, mariadb ids from `CONNECTION_ID()`), or `all: true` for every connection
- * of `locktest`, which includes other test files' connections: Jest runs two files at a time, so
- * a fault should strike its own connections (an application name, a createMariadbUser login).
- * Returns how many were killed.
+ * `applicationName` (postgres only: the `application_name`) or `ids` (postgres backend pids from
+ * `pg_backend_pid()`, mariadb ids from `CONNECTION_ID()`). There is no "kill them all": Jest runs
+ * two files at a time, so a fault strikes only its own connections (an application name, a
+ * createMariadbUser login). Returns how many were killed.
  */
 export async function killConnections(
   kind: 'postgres' | 'mariadb',
-  filter: { applicationName?: string; ids?: readonly number[]; all?: boolean },
+  filter: { applicationName?: string; ids?: readonly number[] },
 ): Promise<number> {
-  const { applicationName, ids, all = false } = filter;
-  if (applicationName === undefined && ids === undefined && !all) {
-    throw new Error('killConnections: give applicationName, ids, or all: true');
+  const { applicationName, ids } = filter;
+  if (applicationName === undefined && ids === undefined) {
+    throw new Error('killConnections: give applicationName or ids');
   }
   if (ids?.some((id) => !Number.isSafeInteger(id) || id <= 0)) {
     throw new Error(`killConnections: ids must be positive integers, got ${ids.join(', ')}`);
