@@ -44,6 +44,8 @@ function forRootAsyncCall(source: string): string {
   if (first < 0) throw new Error('no LockModule.forRootAsync({ in the text');
   const indent = /^ */.exec(lines[first])![0];
   const last = lines.findIndex((l, i) => i > first && l === `${indent}}),`);
+  // Without its end the slice would be empty, and two empty texts compare equal.
+  if (last < 0) throw new Error('LockModule.forRootAsync({ has no `}),` at its own indent');
   return lines
     .slice(first, last + 1)
     .map((l) => l.slice(indent.length))
