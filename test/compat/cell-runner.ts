@@ -8,8 +8,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Redis } from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { sleep } from '../support/child-processes';
 import { dropTable } from '../support/databases';
-import { lockedVersion, readJson, REPO_ROOT, runCommand } from '../support/packed-package';
+import {
+  CommandError,
+  lockedVersion,
+  readJson,
+  REPO_ROOT,
+  runCommand,
+} from '../support/packed-package';
 import type { Section } from './app/section';
 import { cellName, NEST_STACKS, NODE_RELEASES, type Cell } from './cells';
 import { nodeBinary } from './node-runtime';
@@ -91,8 +98,6 @@ interface AppProcess {
   output: () => string;
   exited: Promise<{ code: number | null; signal: string | null; at: number }>;
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function http(method: 'GET' | 'POST', url: string): Promise<Answer> {
   const res = await fetch(url, { method });
@@ -355,15 +360,24 @@ function installedVersions(appDir: string, names: readonly string[]): Record<str
   return versions;
 }
 
-/** Invalid or missing dependencies (peers included) that `npm ls --all` reports. */
+/**
+ * Invalid or missing dependencies (peers included) that `npm ls --all` reports. npm ls exits
+ * non-zero when it finds any; a failure that lists none is reported as a problem itself.
+ */
 async function npmLsProblems(appDir: string, env: Record<string, string>): Promise<string[]> {
-  const out = await runCommand('npm', ['ls', '--all', '--json'], {
-    cwd: appDir,
-    timeoutMs: 120_000,
-    env,
-  }).catch((err: Error) => ({ stdout: /\n(\{[\s\S]*\})\n/.exec(err.message)?.[1] ?? '{}' }));
-  const tree = JSON.parse(out.stdout) as { problems?: string[] };
-  return tree.problems ?? [];
+  try {
+    await runCommand('npm', ['ls', '--all', '--json'], { cwd: appDir, timeoutMs: 120_000, env });
+    return [];
+  } catch (err) {
+    if (!(err instanceof CommandError)) throw err;
+    let problems: string[] | undefined;
+    try {
+      problems = (JSON.parse(err.stdout) as { problems?: string[] }).problems;
+    } catch {
+      // not JSON: reported below
+    }
+    return problems?.length ? problems : [`npm ls failed: ${err.message}`];
+  }
 }
 
 /** Compiles the battery's app with TypeScript, strictly, against the app's own node_modules. */

@@ -21,9 +21,21 @@ export interface RunOptions {
   env?: Record<string, string | undefined>;
 }
 
+/** A command that failed, with what it printed. */
+export class CommandError extends Error {
+  constructor(
+    message: string,
+    readonly stdout: string,
+    readonly stderr: string,
+  ) {
+    super(message);
+    this.name = 'CommandError';
+  }
+}
+
 /**
  * Runs a command without the `npm_*` variables of an enclosing `npm run` (they carry the repo's
- * prefix and config, which would leak into a temp app's install). Rejects with its output.
+ * prefix and config, which would leak into a temp app's install). Rejects with a CommandError.
  */
 export function runCommand(
   cmd: string,
@@ -49,7 +61,11 @@ export function runCommand(
         if (error) {
           const shown = [cmd, ...args].join(' ');
           reject(
-            new Error(`${shown} (in ${opts.cwd}) failed: ${error.message}\n${stdout}\n${stderr}`),
+            new CommandError(
+              `${shown} (in ${opts.cwd}) failed: ${error.message}\n${stdout}\n${stderr}`,
+              stdout,
+              stderr,
+            ),
           );
         } else {
           resolve({ stdout, stderr });
