@@ -31,7 +31,7 @@ export type {
   LockHealthOptions,
   LockShutdownOptions,
 } from './lock.interfaces';
-export type { LockKeySource } from './core/key-template';
+export type { LockKeySource } from './core/settings/key-template';
 export type {
   LockBackendConfig,
   MemoryBackendConfig,

@@ -1,5 +1,5 @@
-/** Injection token of the internal `LockManager` (the engine behind every `LockService`). */
-export const LOCK_MANAGER = Symbol('nestjs-distributed-lock:LockManager');
+/** @internal Injection token of the lock engine behind every `LockService` of one module. */
+export const LOCK_ENGINE = Symbol('nestjs-distributed-lock:LockEngine');
 
 /** Prefix of per-backend provider tokens. */
 const BACKEND_TOKEN_PREFIX = 'nestjs-distributed-lock:backend:';

@@ -8,10 +8,12 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, ModuleRef } from '@nestjs/core';
-import { LockManager } from './core/lock-manager';
-import { buildLockRuntime } from './core/module-options';
+import { BACKEND_TYPES } from './backends/backend-types';
+import { LockEngine } from './core/engine/lock-engine';
+import { buildLockRuntime } from './core/settings/module-options';
+import { HTTP_OPTION_KEYS, LOCK_HTTP_SETTINGS, readHttpSettings } from './http/http-settings';
 import { LockNotAcquiredInterceptor } from './http/lock-not-acquired.interceptor';
-import { getLockBackendToken, LOCK_MANAGER } from './lock.constants';
+import { getLockBackendToken, LOCK_ENGINE } from './lock.constants';
 import {
   LOCK_ASYNC_OPTIONS_TYPE,
   LOCK_MODULE_OPTIONS,
@@ -44,7 +46,7 @@ export class LockModule
 
   /** @internal Nest creates the module; its dependencies are the module's own internals. */
   constructor(
-    @Inject(LOCK_MANAGER) private readonly manager: LockManager,
+    @Inject(LOCK_ENGINE) private readonly engine: LockEngine,
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
   ) {
     super();
@@ -65,7 +67,7 @@ export class LockModule
    * application that has `@Locked` methods to this module (see `LockServiceHolder`).
    */
   onModuleInit(): void {
-    const service = new LockService(this.manager);
+    const service = LockService.of(this.engine);
     this.binding.service = service;
     LockServiceHolder.service = service;
     for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
@@ -85,7 +87,7 @@ export class LockModule
   async beforeApplicationShutdown(): Promise<void> {
     try {
       // In-flight work may still re-enter its locks through @Locked meanwhile.
-      await this.manager.beforeShutdown();
+      await this.engine.beforeShutdown();
     } finally {
       if (LockServiceHolder.service === this.binding.service) LockServiceHolder.service = undefined;
       this.binding.service = undefined;
@@ -94,51 +96,77 @@ export class LockModule
 
   /** Closes the clients the module created (never ones the user passed in). */
   async onApplicationShutdown(): Promise<void> {
-    await this.manager.close();
+    await this.engine.close();
   }
 }
 
+/**
+ * Adds the module's providers to `base`. They are computed when Nest reads them (it scans
+ * modules when the application is created, after every class is defined), so backend names
+ * requested with `@InjectLockBackend` are included whatever the order of imports.
+ */
 function withProviders(base: DynamicModule, names: readonly string[]): DynamicModule {
-  const backendNames = [...new Set([...names, ...requestedBackendNames()])];
-  const providers: Provider[] = [
-    {
-      provide: LOCK_MANAGER,
-      useFactory: async (options: unknown, moduleRef: ModuleRef) => {
-        const { settings, backends } = await buildLockRuntime(options, {
-          // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
-          resolve: (token) => moduleRef.get(token as string, { strict: false }),
-        });
-        return new LockManager(backends, settings);
-      },
-      inject: [LOCK_MODULE_OPTIONS, ModuleRef],
-    },
-    {
-      provide: LockService,
-      useFactory: (manager: LockManager) => new LockService(manager),
-      inject: [LOCK_MANAGER],
-    },
-    ...backendNames.map((name): Provider => ({
-      provide: getLockBackendToken(name),
-      useFactory: (manager: LockManager) => {
-        // A name the user listed must exist: LockConfigError at bootstrap, not at first use.
-        // Names only seen on @InjectLockBackend fail on use, with the same error.
-        if (names.includes(name)) manager.getBackend(name);
-        return new LockService(manager, name);
-      },
-      inject: [LOCK_MANAGER],
-    })),
-    { provide: APP_INTERCEPTOR, useClass: LockNotAcquiredInterceptor },
-  ];
-  return {
+  const backendNames = (): string[] => [...new Set([...names, ...requestedBackendNames()])];
+  const module: DynamicModule = {
     ...base,
     // DiscoveryService: to bind this application's @Locked instances to this module.
     imports: [...(base.imports ?? []), DiscoveryModule],
-    providers: [...(base.providers ?? []), ...providers],
-    exports: [
-      ...(base.exports ?? []),
-      LOCK_MANAGER,
-      LockService,
-      ...backendNames.map(getLockBackendToken),
-    ],
   };
+  Object.defineProperties(module, {
+    providers: {
+      enumerable: true,
+      get: (): Provider[] => [...(base.providers ?? []), ...providers(names, backendNames())],
+    },
+    exports: {
+      enumerable: true,
+      get: () => [
+        ...(base.exports ?? []),
+        LOCK_ENGINE,
+        LockService,
+        ...backendNames().map(getLockBackendToken),
+      ],
+    },
+  });
+  return module;
+}
+
+/** The engine, the services (default and per backend) and the HTTP mapping. */
+function providers(configured: readonly string[], backendNames: readonly string[]): Provider[] {
+  return [
+    {
+      // Validated first (the engine depends on it), so a bad status fails before any I/O.
+      provide: LOCK_HTTP_SETTINGS,
+      useFactory: (options: unknown) => readHttpSettings(options),
+      inject: [LOCK_MODULE_OPTIONS],
+    },
+    {
+      provide: LOCK_ENGINE,
+      useFactory: async (options: unknown, moduleRef: ModuleRef) => {
+        const { settings, backends } = await buildLockRuntime(options, {
+          types: BACKEND_TYPES,
+          // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
+          context: { resolve: (token) => moduleRef.get(token as string, { strict: false }) },
+          foreignKeys: HTTP_OPTION_KEYS,
+        });
+        return new LockEngine(backends, settings);
+      },
+      inject: [LOCK_MODULE_OPTIONS, ModuleRef, LOCK_HTTP_SETTINGS],
+    },
+    {
+      provide: LockService,
+      useFactory: (engine: LockEngine) => LockService.of(engine),
+      inject: [LOCK_ENGINE],
+    },
+    ...backendNames.map((name): Provider => ({
+      provide: getLockBackendToken(name),
+      useFactory: (engine: LockEngine) => {
+        // A name the user listed must exist: LockConfigError at bootstrap, not at first use.
+        // Names only seen on @InjectLockBackend fail on use, with the same error.
+        if (configured.includes(name)) engine.getBackend(name);
+        return LockService.of(engine, name);
+      },
+      inject: [LOCK_ENGINE],
+    })),
+    { provide: APP_INTERCEPTOR, useClass: LockNotAcquiredInterceptor },
+  ];
 }

@@ -1,5 +1,5 @@
 import { LockConfigError } from './errors/lock.errors';
-import type { LockManager } from './core/lock-manager';
+import type { LockEngine } from './core/engine/lock-engine';
 import type {
   Lock,
   LockBackendHealth,
@@ -15,11 +15,16 @@ import type {
  * imported; `@InjectLockBackend(name)` gives one whose default backend is `name`.
  */
 export class LockService {
-  /** @internal Built by `LockModule`; not meant to be constructed by users. */
-  constructor(
-    private readonly manager: LockManager,
+  /** Built by `LockModule` (inject it); not constructed by users. */
+  private constructor(
+    private readonly engine: LockEngine,
     private readonly backend?: string,
   ) {}
+
+  /** @internal The service of `engine`, defaulting to backend `backend` when given. */
+  static of(engine: LockEngine, backend?: string): LockService {
+    return new LockService(engine, backend);
+  }
 
   /**
    * Acquires `key` (or all of `keys`, in canonical order, all or none), waiting up to
@@ -27,12 +32,12 @@ export class LockService {
    * `@Locked` scope that holds the key, it re-enters without a backend call.
    */
   acquire(key: string | string[], opts?: LockOptions): Promise<Lock> {
-    return this.manager.acquire(key, opts, 'wait', this.backend);
+    return this.engine.acquire(key, opts, 'wait', this.backend);
   }
 
   /** One attempt, never waits: the lock, or `null` when busy. */
   tryAcquire(key: string | string[], opts?: LockOptions): Promise<Lock | null> {
-    return this.manager.acquire(key, opts, 'try', this.backend);
+    return this.engine.acquire(key, opts, 'try', this.backend);
   }
 
   /**
@@ -45,9 +50,9 @@ export class LockService {
     opts?: LockOptions,
   ): Promise<T> {
     if (typeof fn !== 'function') throw new LockConfigError('fn', 'must be a function');
-    const lock = await this.manager.acquire(key, opts, 'wait', this.backend);
+    const lock = await this.engine.acquire(key, opts, 'wait', this.backend);
     try {
-      return await this.manager.runInScope(lock, () => fn(lock));
+      return await this.engine.runInScope(lock, () => fn(lock));
     } finally {
       // Awaited, and never allowed to replace fn's outcome: a failed release is reported by
       // the 'error' event and the lock then ends by its ttl.
@@ -57,12 +62,12 @@ export class LockService {
 
   /** Whether anyone holds `key` now. */
   isLocked(key: string, opts?: { backend?: string }): Promise<boolean> {
-    return this.manager.isLocked(key, opts, this.backend);
+    return this.engine.isLocked(key, opts, this.backend);
   }
 
   /** The innermost lock held by the current `withLock`/`@Locked` scope, if any. */
   current(): Lock | undefined {
-    return this.manager.current();
+    return this.engine.current();
   }
 
   /**
@@ -70,7 +75,7 @@ export class LockService {
    * `error`) of every backend; returns the unsubscribe function.
    */
   on(event: LockEventName, listener: LockEventListener): () => void {
-    return this.manager.on(event, listener);
+    return this.engine.on(event, listener);
   }
 
   /**
@@ -79,11 +84,11 @@ export class LockService {
    * Resolves even when stores are down; rejects only for bad options (`LockConfigError`).
    */
   health(options?: LockHealthOptions): Promise<Record<string, LockBackendHealth>> {
-    return this.manager.health(options);
+    return this.engine.health(options);
   }
 
   /** Counters and sums per backend (attempts, acquired, not acquired, lost, wait and hold time). */
   getMetrics(): Record<string, LockMetrics> {
-    return this.manager.getMetrics();
+    return this.engine.getMetrics();
   }
 }

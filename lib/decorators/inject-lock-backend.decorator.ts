@@ -1,6 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { getLockBackendToken } from '../lock.constants';
 
+/** Names seen on `@InjectLockBackend`, read by `LockModule` when Nest scans its providers. */
 const requested = new Set<string>();
 
 /**
@@ -12,7 +13,11 @@ export function InjectLockBackend(name: string): PropertyDecorator & ParameterDe
   return Inject(getLockBackendToken(name));
 }
 
-/** Backend names seen on `@InjectLockBackend`, so `forRootAsync` can provide them too. */
+/**
+ * @internal Backend names seen on `@InjectLockBackend` so far. `LockModule` reads them when
+ * Nest scans the module (when the application is created), by which time every class of the
+ * application has been defined, so the answer does not depend on the order of imports.
+ */
 export function requestedBackendNames(): string[] {
   return [...requested];
 }

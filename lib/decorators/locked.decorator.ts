@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { LockConfigError, LockNotAcquiredError } from '../errors/lock.errors';
-import { compileLockKey, type LockKeySource } from '../core/key-template';
-import { validateLockOptions, validateObject } from '../core/validation';
+import { compileLockKey, type LockKeySource } from '../core/settings/key-template';
+import { validateLockOptions } from '../core/settings/validation';
+import { checkObject } from '../core/shared/options';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
 import { lockedPrototypes, lockServiceFor } from '../lock-service.holder';
 
@@ -22,7 +23,7 @@ export function Locked<A extends unknown[] = unknown[]>(
   if (typeof key !== 'string' && typeof key !== 'function') {
     throw new LockConfigError('key', '@Locked needs a key template or a key function');
   }
-  const { onBusy = 'throw', ...lockOptions } = validateObject(options, 'options') as LockedOptions;
+  const { onBusy = 'throw', ...lockOptions } = checkObject(options, 'options') as LockedOptions;
   if (onBusy !== 'throw' && onBusy !== 'skip') {
     throw new LockConfigError('onBusy', `must be 'throw' or 'skip', got ${JSON.stringify(onBusy)}`);
   }

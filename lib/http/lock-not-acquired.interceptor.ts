@@ -8,8 +8,7 @@ import {
 } from '@nestjs/common';
 import { catchError, type Observable, throwError } from 'rxjs';
 import { LockNotAcquiredError } from '../errors/lock.errors';
-import type { LockManager } from '../core/lock-manager';
-import { LOCK_MANAGER } from '../lock.constants';
+import { LOCK_HTTP_SETTINGS, type LockHttpSettings } from './http-settings';
 
 /**
  * On HTTP requests, turns `LockNotAcquiredError` into an HTTP error (409 by default) instead
@@ -17,10 +16,12 @@ import { LOCK_MANAGER } from '../lock.constants';
  */
 @Injectable()
 export class LockNotAcquiredInterceptor implements NestInterceptor {
-  constructor(@Inject(LOCK_MANAGER) private readonly manager: LockManager) {}
+  /** @internal Nest builds it with the module's HTTP settings. */
+  constructor(@Inject(LOCK_HTTP_SETTINGS) private readonly settings: LockHttpSettings) {}
 
+  /** Maps a busy lock thrown by the handler (or anything it calls) to the configured status. */
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const status = this.manager.settings.notAcquiredHttpStatus;
+    const status = this.settings.notAcquiredStatus;
     if (status === false || context.getType() !== 'http') return next.handle();
     return next.handle().pipe(
       catchError((err: unknown) =>

@@ -1,6 +1,7 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { familyOf, IDENTIFIER, SqlDialect } from '../backends/typeorm/sql-dialect';
-import type { SqlDataSource } from '../backends/typeorm/typeorm-types';
+import { LockConfigError } from '../errors/lock.errors';
+import { familyOf, IDENTIFIER, SqlDialect } from '../backends/sql/sql-dialect';
+import type { SqlDataSource } from '../backends/sql/typeorm-types';
 
 /**
  * A TypeORM migration class creating the lock table (`tableName`, default `distributed_lock`)
@@ -10,7 +11,12 @@ import type { SqlDataSource } from '../backends/typeorm/typeorm-types';
 export function createDistributedLockMigration(
   tableName = 'distributed_lock',
 ): new () => MigrationInterface {
-  if (!IDENTIFIER.test(tableName)) throw new Error(`invalid lock table name "${tableName}"`);
+  if (!IDENTIFIER.test(tableName)) {
+    throw new LockConfigError(
+      'tableName',
+      `invalid lock table name "${tableName}": a letter or "_", then letters, digits or "_" (max 63)`,
+    );
+  }
   return class CreateDistributedLockTable1763700000000 implements MigrationInterface {
     // TypeORM wants the name to end with a timestamp; the table name keeps names distinct.
     name = `CreateDistributedLockTable_${tableName}_1763700000000`;
@@ -29,9 +35,11 @@ export function createDistributedLockMigration(
 
 function dialectOf(queryRunner: QueryRunner): SqlDialect {
   const family = familyOf(queryRunner.connection as unknown as SqlDataSource);
-  if (!family)
-    throw new Error(
+  if (!family) {
+    throw new LockConfigError(
+      'dataSource',
       `the lock table migration does not support ${queryRunner.connection.options.type}`,
     );
+  }
   return new SqlDialect(family);
 }

@@ -16,8 +16,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { LockBackendConfig } from '../../lib/backends/backend-config';
-import type { LockBackend } from '../../lib/backends/lock-backend.interface';
-import { MAX_KEY_LENGTH } from '../../lib/core/validation';
+import type { LockBackend } from '../../lib/core/contract/lock-backend';
+import { MAX_KEY_LENGTH } from '../../lib/core/settings/validation';
 import { LockConfigError, LockLostError, LockNotAcquiredError } from '../../lib/errors/lock.errors';
 import type { Lock, LockEvent, LockEventName, LockOptions } from '../../lib/lock.interfaces';
 import { createLockApp } from '../support/lock-app';
@@ -423,7 +423,11 @@ export function runLockConformance(target: ConformanceTarget): void {
           const t0 = performance.now();
           // Taken straight on the store, as by a process that then died: no core, no watchdog,
           // so only the store's own expiry can free it.
-          const grant = await backend.tryAcquire(prefix + key, crashedToken, ttl);
+          const grant = await backend.tryAcquire({
+            key: prefix + key,
+            token: crashedToken,
+            ttlMs: ttl,
+          });
           expect(grant).not.toBeNull();
           expect(await locks.isLocked(key)).toBe(true);
           expect(await tryAcquire(key)).toBeNull();

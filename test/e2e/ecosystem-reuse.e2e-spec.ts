@@ -9,8 +9,8 @@ import { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { LockConfigError, LockModule, LockService } from '../../lib/index';
 import { createDistributedLockMigration } from '../../lib/typeorm/index';
-import { LOCK_MANAGER } from '../../lib/lock.constants';
-import type { LockManager } from '../../lib/core/lock-manager';
+import { LOCK_ENGINE } from '../../lib/lock.constants';
+import type { LockEngine } from '../../lib/core/engine/lock-engine';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { dataSourceOptions, dropTable, TEST_DATABASE, uniqueTableName } from '../support/databases';
 
@@ -55,7 +55,7 @@ function watchShutdown(
     destroys.push({ stack, rows, lockModuleClosed });
     return destroy();
   };
-  const manager = app.get<LockManager>(LOCK_MANAGER);
+  const manager = app.get<LockEngine>(LOCK_ENGINE);
   const close = manager.close.bind(manager);
   manager.close = async () => {
     await close();

@@ -12,7 +12,7 @@ import { metrics } from '@opentelemetry/api';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { Redis } from 'ioredis';
-import { LOCK_METER_NAME, OtelLockMetrics } from '../../lib/core/otel-metrics';
+import { LOCK_METER_NAME, OtelLockMetrics } from '../../lib/core/engine/otel-metrics';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 

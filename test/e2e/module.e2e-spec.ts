@@ -25,9 +25,9 @@ import {
   type LockEventName,
   type LockModuleOptions,
 } from '../../lib/index';
-import { loadOptionalPackage } from '../../lib/core/optional-package';
-import { LOCK_MANAGER } from '../../lib/lock.constants';
-import type { LockManager } from '../../lib/core/lock-manager';
+import { loadOptionalPackage } from '../../lib/core/shared/optional-package';
+import { LOCK_ENGINE } from '../../lib/lock.constants';
+import type { LockEngine } from '../../lib/core/engine/lock-engine';
 import { createLockApp } from '../support/lock-app';
 
 const MEMORY = { type: 'memory' } as const;
@@ -221,7 +221,7 @@ describe('LockModule.forRootAsync', () => {
     ]);
     try {
       const locks = app.get(LockService);
-      const manager = app.get<LockManager>(LOCK_MANAGER);
+      const manager = app.get<LockEngine>(LOCK_ENGINE);
       const lock = await locks.acquire('factory-key');
       try {
         // defaultBackend and keyPrefix came from the injected AppConfig.
@@ -241,7 +241,7 @@ describe('LockModule.forRootAsync', () => {
     const app = await bootstrap([LockModule.forRootAsync({ useClass: LockOptionsFactory })]);
     try {
       const locks = app.get(LockService);
-      const manager = app.get<LockManager>(LOCK_MANAGER);
+      const manager = app.get<LockEngine>(LOCK_ENGINE);
       expect(manager.backendNames().sort()).toEqual(['a', 'b']);
       const lock = await locks.acquire('class-key', { backend: 'b' });
       try {
@@ -538,6 +538,7 @@ describe('optional peer packages', () => {
         'definitely-not-installed-pkg-xyz',
         'backends.main',
         'the redis backend',
+        'Redis',
       );
     } catch (e) {
       err = e;
@@ -551,7 +552,12 @@ describe('optional peer packages', () => {
   });
 
   it('resolves a package that is installed', async () => {
-    const rxjs = await loadOptionalPackage<{ of?: unknown }>('rxjs', 'backends.main', 'a test');
+    const rxjs = await loadOptionalPackage<{ of?: unknown }>(
+      'rxjs',
+      'backends.main',
+      'a test',
+      'of',
+    );
     expect(typeof rxjs.of).toBe('function');
   });
 });

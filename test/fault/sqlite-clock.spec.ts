@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { storedKey } from '../../lib/backends/typeorm/sql-dialect';
+import { storedKey } from '../../lib/backends/sql/sql-dialect';
 import { tempSqliteFile, uniqueTableName } from '../support/databases';
 import { createLockApp } from '../support/lock-app';
 

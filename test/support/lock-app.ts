@@ -3,15 +3,15 @@ import type { DynamicModule, INestApplication, Provider, Type } from '@nestjs/co
 import { Test } from '@nestjs/testing';
 import { LockModule } from '../../lib/lock.module';
 import { LockService } from '../../lib/lock.service';
-import { LOCK_MANAGER } from '../../lib/lock.constants';
-import type { LockManager } from '../../lib/core/lock-manager';
+import { LOCK_ENGINE } from '../../lib/lock.constants';
+import type { LockEngine } from '../../lib/core/engine/lock-engine';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 
 /** A bootstrapped app with the lock module, for integration tests. */
 export interface LockTestApp {
   app: INestApplication;
   locks: LockService;
-  manager: LockManager;
+  manager: LockEngine;
   /** Closes the app (releases held locks, closes backends). Safe to call twice. */
   close(): Promise<void>;
 }
@@ -42,7 +42,7 @@ export async function createLockApp(
   return {
     app,
     locks: app.get(LockService),
-    manager: app.get<LockManager>(LOCK_MANAGER),
+    manager: app.get<LockEngine>(LOCK_ENGINE),
     close: () => (closed ??= app.close()),
   };
 }

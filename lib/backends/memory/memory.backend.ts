@@ -1,6 +1,12 @@
-import { monotonicNow } from '../../core/clock';
-import { unrefTimer } from '../../core/timers';
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { monotonicNow } from '../../core/shared/clock';
+import { unrefTimer } from '../../core/shared/timers';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+  QueuedRequest,
+} from '../../core/contract/lock-backend';
 
 interface Waiter {
   readonly token: string;
@@ -21,25 +27,23 @@ interface Entry {
  * not coordinate processes.
  */
 export class MemoryLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities = { leaseBased: true, fencing: true };
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: true,
+    fencing: true,
+    waiting: 'queue',
+  };
 
   private readonly entries = new Map<string, Entry>();
   private fence = 0;
   private closed = false;
 
-  async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
+  async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
     const entry = this.entries.get(key);
     if (entry && (this.isOwned(entry) || entry.waiters.length > 0)) return null;
     return this.grant(key, entry ?? this.newEntry(key), token, ttlMs);
   }
 
-  acquire(
-    key: string,
-    token: string,
-    ttlMs: number,
-    waitMs: number,
-    signal: AbortSignal,
-  ): Promise<LockGrant | null> {
+  acquire({ key, token, ttlMs, waitMs, signal }: QueuedRequest): Promise<LockGrant | null> {
     const entry = this.entries.get(key) ?? this.newEntry(key);
     if (!this.isOwned(entry) && entry.waiters.length === 0) {
       return Promise.resolve(this.grant(key, entry, token, ttlMs));

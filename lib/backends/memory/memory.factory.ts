@@ -1,15 +1,14 @@
-import { LockConfigError } from '../../errors/lock.errors';
-import type { BackendFactory } from '../backend-factory';
+import type { BackendFactory } from '../../core/contract/backend-factory';
+import { checkOptions } from '../../core/shared/options';
 import type { MemoryBackendConfig } from '../backend-config';
 import { MemoryLockBackend } from './memory.backend';
+
+const KEYS: ReadonlySet<string> = new Set(['type']);
 
 /** `type: 'memory'`: no options, no packages. */
 export const memoryBackendFactory: BackendFactory<MemoryBackendConfig> = {
   validate(config, field) {
-    for (const name of Object.keys(config)) {
-      if (name !== 'type')
-        throw new LockConfigError(`${field}.${name}`, 'unknown option for a memory backend');
-    }
+    checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a memory backend');
   },
   async create() {
     return new MemoryLockBackend();

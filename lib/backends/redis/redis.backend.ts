@@ -1,9 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import { monotonicNow } from '../../core/clock';
-import { messageOf } from '../../core/lease';
-import { backoffDelay, withTimeout } from '../../core/timers';
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { monotonicNow } from '../../core/shared/clock';
+import { messageOf } from '../../core/shared/error-message';
+import { backoffDelay, withTimeout } from '../../core/shared/timers';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+  QueuedRequest,
+} from '../../core/contract/lock-backend';
 import { closeClient, logConnectionErrors, runScript, type RedisLikeClient } from './redis-client';
 import { redisLockNames, type RedisLockNames } from './redis-keys';
 import { ACQUIRE, EXTEND, LEAVE_QUEUE, RELEASE } from './redis-scripts';
@@ -62,7 +68,11 @@ class Waiter {
  * retried when the holder's remaining PTTL says so.
  */
 export class RedisLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities = { leaseBased: true, fencing: true };
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: true,
+    fencing: true,
+    waiting: 'queue',
+  };
 
   /**
    * This backend's wake-up channel: a release names the next waiter's token here. One channel
@@ -87,7 +97,7 @@ export class RedisLockBackend implements LockBackend {
     if (ownsClient) logConnectionErrors(client, `redis backend "${backendName}"`);
   }
 
-  async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
+  async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
     const reply = await this.attempt(redisLockNames(key), token, ttlMs, 0);
     return reply[0] === 1 ? { fence: Number(reply[1]) } : null;
   }
@@ -98,13 +108,7 @@ export class RedisLockBackend implements LockBackend {
    * keeps its place: a crashed waiter loses it after {@link WAITER_TTL_MS}). One that gives up
    * leaves the queue at once.
    */
-  async acquire(
-    key: string,
-    token: string,
-    ttlMs: number,
-    waitMs: number,
-    signal: AbortSignal,
-  ): Promise<LockGrant | null> {
+  async acquire({ key, token, ttlMs, waitMs, signal }: QueuedRequest): Promise<LockGrant | null> {
     if (signal.aborted || this.closed) return null;
     const names = redisLockNames(key);
     const deadline = monotonicNow() + waitMs;
@@ -183,7 +187,6 @@ export class RedisLockBackend implements LockBackend {
     await withTimeout(
       Promise.allSettled(waiters.map(([token, waiter]) => this.leaveQueue(token, waiter))),
       LEAVE_AT_CLOSE_MS,
-      () => new Error('timeout'),
     ).catch(() => undefined);
     const closing: Promise<void>[] = [];
     if (this.subscriber) closing.push(closeClient(this.subscriber));
@@ -229,11 +232,9 @@ export class RedisLockBackend implements LockBackend {
     }
     const pending = this.subscribed;
     try {
-      await withTimeout(
-        pending,
-        maxMs,
-        () => new Error(`SUBSCRIBE got no answer in ${Math.round(maxMs)} ms`),
-      );
+      await withTimeout(pending, maxMs, {
+        onTimeout: () => new Error(`SUBSCRIBE got no answer in ${Math.round(maxMs)} ms`),
+      });
       return true;
     } catch (err) {
       if (!/NOPERM|permission/i.test(messageOf(err))) throw err;

@@ -1,11 +1,20 @@
 import { LockConfigError } from '../../errors/lock.errors';
-import { loadOptionalPackage } from '../../core/optional-package';
-import type { BackendFactory } from '../backend-factory';
+import { loadOptionalPackage } from '../../core/shared/optional-package';
+import type { BackendFactory } from '../../core/contract/backend-factory';
+import { checkExactlyOne, checkOptions } from '../../core/shared/options';
 import type { RedisBackendConfig } from '../backend-config';
 import type { RedisLikeClient } from './redis-client';
+import { checkRedisUrl } from './redis-url';
 import { RedisLockBackend } from './redis.backend';
 
-const KEYS = new Set(['type', 'url', 'clusterNodes', 'client', 'redisOptions', 'clusterOptions']);
+const KEYS: ReadonlySet<string> = new Set([
+  'type',
+  'url',
+  'clusterNodes',
+  'client',
+  'redisOptions',
+  'clusterOptions',
+]);
 
 /** Shape of the ioredis module we need (it is an optional peer, loaded on first use). */
 interface IoRedisModule {
@@ -16,17 +25,9 @@ interface IoRedisModule {
 /** `type: 'redis'`: exactly one of `url`, `clusterNodes` or `client`. */
 export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
   validate(config, field) {
-    for (const name of Object.keys(config)) {
-      if (!KEYS.has(name))
-        throw new LockConfigError(`${field}.${name}`, 'unknown option for a redis backend');
-    }
-    const given = (['url', 'clusterNodes', 'client'] as const).filter(
-      (k) => config[k] !== undefined,
-    );
-    if (given.length !== 1) {
-      throw new LockConfigError(field, 'set exactly one of url, clusterNodes or client');
-    }
-    if (config.url !== undefined) validateUrl(config.url, `${field}.url`);
+    checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a redis backend');
+    checkExactlyOne(config, ['url', 'clusterNodes', 'client'], field);
+    if (config.url !== undefined) checkRedisUrl(config.url, `${field}.url`);
     if (config.clusterNodes !== undefined) {
       if (!Array.isArray(config.clusterNodes) || config.clusterNodes.length === 0) {
         throw new LockConfigError(
@@ -34,7 +35,7 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
           'must be a non-empty array of redis:// URLs',
         );
       }
-      config.clusterNodes.forEach((u, i) => validateUrl(u, `${field}.clusterNodes[${i}]`));
+      config.clusterNodes.forEach((u, i) => checkRedisUrl(u, `${field}.clusterNodes[${i}]`));
     }
     if (config.client !== undefined && !isRedisClient(config.client)) {
       throw new LockConfigError(`${field}.client`, 'must be an ioredis Redis or Cluster instance');
@@ -57,13 +58,12 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     if (config.client)
       return new RedisLockBackend(config.client as unknown as RedisLikeClient, false, name);
     const field = `backends.${name}`;
-    const mod = await loadOptionalPackage<IoRedisModule & { default?: IoRedisModule }>(
+    const { Redis, Cluster } = await loadOptionalPackage<IoRedisModule>(
       'ioredis',
       field,
       'the redis backend',
+      'Redis',
     );
-    const Redis = mod.Redis ?? mod.default?.Redis;
-    const Cluster = mod.Cluster ?? mod.default?.Cluster;
     if (config.clusterNodes) {
       return new RedisLockBackend(
         new Cluster(config.clusterNodes, {
@@ -82,17 +82,6 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     );
   },
 };
-
-function validateUrl(value: unknown, field: string): void {
-  if (typeof value !== 'string' || !/^rediss?:\/\/[^\s]+$/.test(value)) {
-    throw new LockConfigError(field, 'must be a redis:// or rediss:// URL');
-  }
-  try {
-    new URL(value);
-  } catch {
-    throw new LockConfigError(field, 'is not a valid URL');
-  }
-}
 
 function isRedisClient(value: unknown): boolean {
   const c = value as Partial<RedisLikeClient> | null;

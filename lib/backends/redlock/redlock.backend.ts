@@ -1,6 +1,12 @@
 import { LockBackendError } from '../../errors/lock.errors';
-import { withTimeout } from '../../core/timers';
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { withTimeout } from '../../core/shared/timers';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+} from '../../core/contract/lock-backend';
+import { messageOf } from '../../core/shared/error-message';
 import { closeClient, runScript, type RedisLikeClient } from '../redis/redis-client';
 import { redisLockNames } from '../redis/redis-keys';
 import { RAISE_FENCE } from '../redis/redis-scripts';
@@ -30,13 +36,17 @@ interface Census {
 /**
  * `type: 'redlock'`: the `redlock` package (v4.2.0) over N independent Redis nodes, with what
  * the package does not do itself: our own owner tokens, monotonic deadlines with its drift
- * allowance (in the core), refusal of grants with no validity left, failures classified as
+ * allowance ({@link RedlockLockBackend.leaseValidity}), refusal of grants with no validity left, failures classified as
  * "not ours" (false) versus "no quorum / node down" (LockBackendError), and a fencing token
  * made sound across the quorum by two rounds (INCR everywhere, then raise every node to the
  * max before the grant counts).
  */
 export class RedlockLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities;
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: true,
+    fencing: true,
+    waiting: 'poll',
+  };
   private readonly quorum: number;
   private closed = false;
 
@@ -46,15 +56,23 @@ export class RedlockLockBackend implements LockBackend {
     private readonly labels: readonly string[],
     private readonly ownsClients: boolean,
     private readonly backendName: string,
-    driftFactor: number,
+    /** Clock drift allowed between the nodes, as a fraction of the ttl. */
+    private readonly driftFactor: number,
     /** Bound on each per-node probe or fence command. */
     private readonly nodeTimeout: number,
   ) {
     this.quorum = Math.floor(nodes.length / 2) + 1;
-    this.capabilities = { leaseBased: true, fencing: true, driftFactor };
   }
 
-  async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
+  /**
+   * The ttl less the Redlock algorithm's allowance for clock drift between independent nodes
+   * (`driftFactor * ttl + 2 ms`): a lease is trusted only that long from when it was asked for.
+   */
+  leaseValidity(ttlMs: number): number {
+    return ttlMs - Math.round(this.driftFactor * ttlMs) - 2;
+  }
+
+  async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
     const names = redisLockNames(key);
     // v4 draws the lock value from `_random()`; a per-call view makes it use our owner token.
     const view = Object.create(this.redlock) as Redlock4;
@@ -176,14 +194,10 @@ export class RedlockLockBackend implements LockBackend {
     return Promise.all(
       this.nodes.map(async (node, i) => {
         try {
-          const value = await withTimeout(
-            fn(node),
-            this.nodeTimeout,
-            () => new Error(`no answer within ${this.nodeTimeout} ms`),
-          );
+          const value = await withTimeout(fn(node), this.nodeTimeout);
           return { ok: true, node: this.labels[i], value };
         } catch (err) {
-          return { ok: false, node: this.labels[i], error: (err as Error)?.message ?? String(err) };
+          return { ok: false, node: this.labels[i], error: messageOf(err) };
         }
       }),
     );

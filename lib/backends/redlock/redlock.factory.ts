@@ -1,11 +1,25 @@
 import { LockConfigError } from '../../errors/lock.errors';
-import { loadOptionalPackage } from '../../core/optional-package';
-import type { BackendFactory } from '../backend-factory';
+import type { BackendFactory } from '../../core/contract/backend-factory';
+import { loadOptionalPackage } from '../../core/shared/optional-package';
+import {
+  checkDuration,
+  checkExactlyOne,
+  checkObject,
+  checkOptions,
+} from '../../core/shared/options';
 import type { RedlockBackendConfig } from '../backend-config';
 import { logConnectionErrors } from '../redis/redis-client';
+import { checkRedisUrl } from '../redis/redis-url';
 import { RedlockLockBackend, type Redlock4, type RedlockNode } from './redlock.backend';
 
-const KEYS = new Set(['type', 'urls', 'clients', 'redisOptions', 'driftFactor', 'nodeTimeout']);
+const KEYS: ReadonlySet<string> = new Set([
+  'type',
+  'urls',
+  'clients',
+  'redisOptions',
+  'driftFactor',
+  'nodeTimeout',
+]);
 const DEFAULT_DRIFT_FACTOR = 0.01;
 const DEFAULT_NODE_TIMEOUT_MS = 2_000;
 
@@ -15,20 +29,16 @@ interface IoRedisModule {
     options?: object,
   ) => RedlockNode & { once(event: string, cb: () => void): unknown };
 }
-type RedlockCtor = new (clients: readonly RedlockNode[], options: object) => Redlock4;
+type RedlockCtor = (new (clients: readonly RedlockNode[], options: object) => Redlock4) & {
+  LockError: unknown;
+};
 
 /** `type: 'redlock'`: exactly one of `urls` or `clients`. */
 export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
   validate(config, field) {
-    for (const name of Object.keys(config)) {
-      if (!KEYS.has(name))
-        throw new LockConfigError(`${field}.${name}`, 'unknown option for a redlock backend');
-    }
-    if ((config.urls === undefined) === (config.clients === undefined)) {
-      throw new LockConfigError(field, 'set exactly one of urls or clients');
-    }
+    checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a redlock backend');
+    const listField = `${field}.${checkExactlyOne(config, ['urls', 'clients'], field)}`;
     const list: unknown = config.urls ?? config.clients;
-    const listField = `${field}.${config.urls !== undefined ? 'urls' : 'clients'}`;
     if (!Array.isArray(list) || list.length === 0) {
       throw new LockConfigError(
         listField,
@@ -36,11 +46,7 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       );
     }
     if (config.urls !== undefined) {
-      list.forEach((u: unknown, i: number) => {
-        if (typeof u !== 'string' || !/^rediss?:\/\/\S+$/.test(u)) {
-          throw new LockConfigError(`${listField}[${i}]`, 'must be a redis:// or rediss:// URL');
-        }
-      });
+      list.forEach((u: unknown, i: number) => checkRedisUrl(u, `${listField}[${i}]`));
       if (new Set(list).size !== list.length)
         throw new LockConfigError(listField, 'lists a node twice');
     } else {
@@ -67,29 +73,20 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
     if (drift !== undefined && (typeof drift !== 'number' || !(drift >= 0 && drift < 0.5))) {
       throw new LockConfigError(`${field}.driftFactor`, 'must be a number in [0, 0.5)');
     }
-    const timeout = config.nodeTimeout;
-    if (
-      timeout !== undefined &&
-      (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0)
-    ) {
-      throw new LockConfigError(
-        `${field}.nodeTimeout`,
-        'must be a positive number of milliseconds',
-      );
-    }
-    const opts = config.redisOptions;
-    if (opts !== undefined && (typeof opts !== 'object' || opts === null || Array.isArray(opts))) {
-      throw new LockConfigError(`${field}.redisOptions`, 'must be an object of ioredis options');
-    }
+    if (config.nodeTimeout !== undefined) checkDuration(config.nodeTimeout, `${field}.nodeTimeout`);
+    if (config.redisOptions !== undefined)
+      checkObject(config.redisOptions, `${field}.redisOptions`);
   },
 
   async create(config, name) {
     const field = `backends.${name}`;
-    const Redlock = await loadOptionalPackage<RedlockCtor | { default: RedlockCtor }>(
+    // redlock 4 is a CommonJS module whose export is the class itself.
+    const Redlock = await loadOptionalPackage<RedlockCtor>(
       'redlock',
       field,
       'the redlock backend',
-    ).then((m) => ('default' in m ? m.default : m));
+      'LockError',
+    );
     const nodeTimeout = config.nodeTimeout ?? DEFAULT_NODE_TIMEOUT_MS;
     let nodes: RedlockNode[];
     let labels: string[];
@@ -97,12 +94,12 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       nodes = config.clients as unknown as RedlockNode[];
       labels = nodes.map((_, i) => `node ${i}`);
     } else {
-      const mod = await loadOptionalPackage<IoRedisModule & { default?: IoRedisModule }>(
+      const { Redis } = await loadOptionalPackage<IoRedisModule>(
         'ioredis',
         field,
         'the redlock backend',
+        'Redis',
       );
-      const Redis = mod.Redis ?? mod.default!.Redis;
       labels = config.urls!.map((u) => new URL(u).host);
       // Fail fast on a down node instead of queueing: a quorum algorithm must hear "no" at once
       // from a dead node, not wait for it to come back.

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { monotonicNow } from '../../core/clock';
-import { withTimeout } from '../../core/timers';
+import { monotonicNow } from '../../core/shared/clock';
+import { withTimeout } from '../../core/shared/timers';
 import {
   zkCode,
   type ZkClient,
@@ -73,7 +73,7 @@ export class ZkSession {
   /** Creates the first client and waits up to `waitMs` for it to connect (it keeps trying after). */
   async start(waitMs: number): Promise<void> {
     this.newClient();
-    await withTimeout(this.ready, waitMs, () => new Error('not connected yet')).catch(() => {
+    await withTimeout(this.ready, waitMs).catch(() => {
       this.logger.warn(
         `${this.options.label}: ZooKeeper not reachable yet at ${this.options.connectionString}; retrying in the background`,
       );
@@ -119,11 +119,9 @@ export class ZkSession {
   ): Promise<T> {
     if (this.closed) throw new Error('ZooKeeper session closed');
     const timeout = this.sessionTimeout;
-    await withTimeout(
-      this.ready,
-      timeout,
-      () => new ZkTimeoutError(`not connected within ${timeout} ms`),
-    );
+    await withTimeout(this.ready, timeout, {
+      onTimeout: () => new ZkTimeoutError(`not connected within ${timeout} ms`),
+    });
     const sentAt = monotonicNow();
     const client = this.client;
     const reply = new Promise<T>((resolve, reject) => {
@@ -135,7 +133,9 @@ export class ZkSession {
         else resolve(result);
       });
     });
-    return withTimeout(reply, timeout, () => new ZkTimeoutError(`no reply within ${timeout} ms`));
+    return withTimeout(reply, timeout, {
+      onTimeout: () => new ZkTimeoutError(`no reply within ${timeout} ms`),
+    });
   }
 
   /** Errors the client makes up itself when it has no answer (nothing reached us). */

@@ -1,7 +1,14 @@
 import { LockBackendError } from '../../errors/lock.errors';
-import { monotonicNow } from '../../core/clock';
-import { sleep, withTimeout } from '../../core/timers';
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { monotonicNow } from '../../core/shared/clock';
+import { sleep, withTimeout } from '../../core/shared/timers';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+  LockLossListener,
+  QueuedRequest,
+} from '../../core/contract/lock-backend';
 import { encodeKey, nodePrefix, sortLockNodes, zxidToNumber } from './zk-paths';
 import type { ZkSession } from './zk-session';
 import { zkCode, type ZkModule, type ZkStat } from './zk-types';
@@ -32,14 +39,14 @@ export class ZookeeperLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
     leaseBased: false,
     fencing: true,
-    queueAtOnce: true,
+    waiting: 'queue-first',
   };
 
   /** Key nodes left empty by a release, removed after TIDY_DELAY_MS unless used again. */
   private readonly emptyDirs = new Map<string, NodeJS.Timeout>();
   /** Paths of the nodes this process holds, by `fullKey\0token`. */
   private readonly held = new Map<string, { key: string; token: string; path: string }>();
-  private lostListener: (key: string, token: string, reason: string) => void = () => undefined;
+  private lostListener: LockLossListener = () => undefined;
 
   constructor(
     private readonly zk: ZkModule,
@@ -61,11 +68,11 @@ export class ZookeeperLockBackend implements LockBackend {
    * at. A renewal (`exists` on our node) answered by the server proves the session was alive when
    * it was sent; a holder paused longer than this must not trust its lock on waking up.
    */
-  validityCapMs(): number {
-    return Math.floor(this.session.sessionTimeout * 0.9);
+  leaseValidity(ttlMs: number): number {
+    return Math.min(ttlMs, Math.floor(this.session.sessionTimeout * 0.9));
   }
 
-  async tryAcquire(key: string, token: string): Promise<LockGrant | null> {
+  async tryAcquire({ key, token }: GrantRequest): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const path = await this.createNode(dir, token);
     const { queue, stat } = await this.readQueue(dir, path);
@@ -74,14 +81,13 @@ export class ZookeeperLockBackend implements LockBackend {
     return null;
   }
 
-  async acquire(
-    key: string,
-    token: string,
-    _ttl: number,
-    waitMs: number,
-    signal: AbortSignal,
-    onQueued?: () => void,
-  ): Promise<LockGrant | null> {
+  async acquire({
+    key,
+    token,
+    waitMs,
+    signal,
+    onQueued,
+  }: QueuedRequest): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const deadline = monotonicNow() + waitMs;
     let path: string | undefined;
@@ -146,7 +152,7 @@ export class ZookeeperLockBackend implements LockBackend {
     }
   }
 
-  onLost(listener: (key: string, token: string, reason: string) => void): void {
+  onLost(listener: LockLossListener): void {
     this.lostListener = listener;
   }
 
@@ -164,7 +170,6 @@ export class ZookeeperLockBackend implements LockBackend {
     await withTimeout(
       Promise.allSettled(dirs.map((dir) => this.session.remove(dir))),
       TIDY_AT_CLOSE_MS,
-      () => new Error('timeout'),
     ).catch(() => undefined);
     await this.session.close();
   }

@@ -1,12 +1,13 @@
 import { LockConfigError } from '../../errors/lock.errors';
-import { loadOptionalPackage } from '../../core/optional-package';
-import type { BackendFactory } from '../backend-factory';
+import type { BackendFactory } from '../../core/contract/backend-factory';
+import { loadOptionalPackage } from '../../core/shared/optional-package';
+import { checkDuration, checkOptions } from '../../core/shared/options';
 import type { ZookeeperBackendConfig } from '../backend-config';
 import { ZkSession } from './zk-session';
 import type { ZkModule } from './zk-types';
 import { ZookeeperLockBackend } from './zookeeper.backend';
 
-const KEYS = new Set([
+const KEYS: ReadonlySet<string> = new Set([
   'type',
   'connectionString',
   'rootPath',
@@ -22,10 +23,7 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 15_000;
 /** `type: 'zookeeper'`. */
 export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
   validate(config, field) {
-    for (const name of Object.keys(config)) {
-      if (!KEYS.has(name))
-        throw new LockConfigError(`${field}.${name}`, 'unknown option for a zookeeper backend');
-    }
+    checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a zookeeper backend');
     const cs = config.connectionString;
     if (typeof cs !== 'string' || !/^[^\s,/]+(,[^\s,/]+)*(\/\S*)?$/.test(cs)) {
       throw new LockConfigError(
@@ -44,10 +42,7 @@ export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
       );
     }
     for (const opt of ['sessionTimeout', 'connectTimeout'] as const) {
-      const v = config[opt];
-      if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) {
-        throw new LockConfigError(`${field}.${opt}`, 'must be a positive number of milliseconds');
-      }
+      if (config[opt] !== undefined) checkDuration(config[opt], `${field}.${opt}`);
     }
     if (config.auth !== undefined) {
       if (!Array.isArray(config.auth))
@@ -80,12 +75,12 @@ export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
 
   async create(config, name) {
     const field = `backends.${name}`;
-    const mod = await loadOptionalPackage<ZkModule & { default?: ZkModule }>(
+    const zk = await loadOptionalPackage<ZkModule>(
       'node-zookeeper-client',
       field,
       'the zookeeper backend',
+      'createClient',
     );
-    const zk: ZkModule = typeof mod.createClient === 'function' ? mod : mod.default!;
     const rootPath = config.rootPath ?? DEFAULT_ROOT;
     const auth = config.auth ?? [];
     // With credentials, lock nodes default to "creator only": a client without them can

@@ -1,6 +1,13 @@
-import { monotonicNow } from '../../core/clock';
-import { sleep } from '../../core/timers';
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import { monotonicNow } from '../../core/shared/clock';
+import { sleep } from '../../core/shared/timers';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+  LockLossListener,
+  QueuedRequest,
+} from '../../core/contract/lock-backend';
 import { PinnedConnections } from './pinned-connections';
 import { storedKey } from './sql-dialect';
 import type { SqlSource } from './sql-source';
@@ -17,7 +24,11 @@ const PG_WAIT_CHUNK_MS = 2_000;
  * holder's `signal` aborts. The fence comes from a counter row bumped outside the transaction.
  */
 export class ForUpdateLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'queue',
+  };
   private readonly pins: PinnedConnections;
 
   constructor(
@@ -27,17 +38,11 @@ export class ForUpdateLockBackend implements LockBackend {
     this.pins = new PinnedConnections(source, backendName);
   }
 
-  tryAcquire(key: string, token: string): Promise<LockGrant | null> {
+  tryAcquire({ key, token }: GrantRequest): Promise<LockGrant | null> {
     return this.lock(key, token, 0);
   }
 
-  async acquire(
-    key: string,
-    token: string,
-    _ttl: number,
-    waitMs: number,
-    signal: AbortSignal,
-  ): Promise<LockGrant | null> {
+  async acquire({ key, token, waitMs, signal }: QueuedRequest): Promise<LockGrant | null> {
     const deadline = monotonicNow() + waitMs;
     const postgres = this.source.dialect.family === 'postgres';
     for (;;) {
@@ -94,7 +99,7 @@ export class ForUpdateLockBackend implements LockBackend {
     return exists.records.length > 0;
   }
 
-  onLost(listener: (key: string, token: string, reason: string) => void): void {
+  onLost(listener: LockLossListener): void {
     this.pins.onLost(listener);
   }
 

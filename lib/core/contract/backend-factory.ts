@@ -1,4 +1,4 @@
-import type { LockBackend } from './lock-backend.interface';
+import type { LockBackend } from './lock-backend';
 
 /**
  * How a backend type is validated and built. `validate` runs at bootstrap, before any I/O,
@@ -6,7 +6,9 @@ import type { LockBackend } from './lock-backend.interface';
  * the backend's optional package lazily.
  */
 export interface BackendFactory<C> {
+  /** Checks one backend's configuration; throws `LockConfigError` naming the field. */
   validate(config: C & Record<string, unknown>, field: string): void;
+  /** Builds the backend named `name` from a validated configuration. */
   create(config: C, name: string, context: BackendContext): Promise<LockBackend>;
 }
 
@@ -15,3 +17,10 @@ export interface BackendContext {
   /** Looks a provider up in Nest DI by token (call it lazily: providers may not exist yet). */
   resolve(token: unknown): unknown;
 }
+
+/**
+ * Backend types by their `type` name, each loading its factory (and so its optional peer
+ * package) only when a backend of that type is configured. The engine receives it; only the
+ * registration file (`lib/backends/registry.ts`) knows every backend.
+ */
+export type BackendTypes = Readonly<Record<string, () => Promise<BackendFactory<unknown>>>>;

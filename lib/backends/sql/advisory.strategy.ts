@@ -1,4 +1,10 @@
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+  LockLossListener,
+} from '../../core/contract/lock-backend';
 import { advisoryKey64, advisoryLockName, PinnedConnections } from './pinned-connections';
 import type { SqlSource } from './sql-source';
 
@@ -12,7 +18,11 @@ import type { SqlSource } from './sql-source';
  * locks do not survive PgBouncer transaction pooling: connect directly or in session mode.
  */
 export class AdvisoryLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'poll',
+  };
   private readonly pins: PinnedConnections;
   private readonly postgres: boolean;
 
@@ -24,7 +34,7 @@ export class AdvisoryLockBackend implements LockBackend {
     this.postgres = source.dialect.family === 'postgres';
   }
 
-  async tryAcquire(key: string, token: string): Promise<LockGrant | null> {
+  async tryAcquire({ key, token }: GrantRequest): Promise<LockGrant | null> {
     const runner = await this.pins.pin();
     let held = false;
     try {
@@ -91,7 +101,7 @@ export class AdvisoryLockBackend implements LockBackend {
     return truthy(result.records[0]?.used);
   }
 
-  onLost(listener: (key: string, token: string, reason: string) => void): void {
+  onLost(listener: LockLossListener): void {
     this.pins.onLost(listener);
   }
 

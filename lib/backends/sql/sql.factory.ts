@@ -1,8 +1,8 @@
 import { LockConfigError } from '../../errors/lock.errors';
-import { loadOptionalPackage } from '../../core/optional-package';
-import type { BackendFactory } from '../backend-factory';
+import type { BackendFactory } from '../../core/contract/backend-factory';
+import type { LockBackend, LockLossListener } from '../../core/contract/lock-backend';
+import { loadOptionalPackage } from '../../core/shared/optional-package';
 import type { TypeormBackendConfig } from '../backend-config';
-import type { LockBackend } from '../lock-backend.interface';
 import { AdvisoryLockBackend } from './advisory.strategy';
 import { ForUpdateLockBackend } from './for-update.strategy';
 import { familyOf, IDENTIFIER, SqlDialect, type SqlFamily } from './sql-dialect';
@@ -29,7 +29,7 @@ const SUPPORTED: Record<(typeof STRATEGIES)[number], readonly SqlFamily[]> = {
 const DEFAULT_TABLE = 'distributed_lock';
 
 /** `type: 'typeorm'`: exactly one of `dataSource`, `dataSourceToken`, `dataSourceOptions`. */
-export const typeormBackendFactory: BackendFactory<TypeormBackendConfig> = {
+export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
   validate(config, field) {
     for (const name of Object.keys(config)) {
       if (!KEYS.has(name))
@@ -98,6 +98,7 @@ export const typeormBackendFactory: BackendFactory<TypeormBackendConfig> = {
         'typeorm',
         field,
         'the typeorm backend',
+        'DataSource',
       );
       const ds = new typeorm.DataSource(config.dataSourceOptions);
       await ds.initialize(); // a wrong host or password fails the bootstrap, not the first lock
@@ -175,7 +176,7 @@ function lazyBackend(
   strategy: (typeof STRATEGIES)[number],
 ): LockBackend {
   let real: Promise<LockBackend> | undefined;
-  let lostListener: ((key: string, token: string, reason: string) => void) | undefined;
+  let lostListener: LockLossListener | undefined;
   const get = (): Promise<LockBackend> => {
     // Built on first use; a failed lookup is not cached, so a later call can succeed.
     real ??= (async () => {
@@ -189,8 +190,8 @@ function lazyBackend(
   };
   const leaseBased = strategy === 'table';
   return {
-    capabilities: { leaseBased, fencing: true },
-    tryAcquire: async (k, t, ttl) => (await get()).tryAcquire(k, t, ttl),
+    capabilities: { leaseBased, fencing: true, waiting: 'poll' },
+    tryAcquire: async (request) => (await get()).tryAcquire(request),
     extend: async (k, t, ttl) => (await get()).extend(k, t, ttl),
     release: async (k, t) => (await get()).release(k, t),
     isLocked: async (k) => (await get()).isLocked(k),

@@ -1,7 +1,9 @@
-import { LockBackendError, LockLostError } from '../errors/lock.errors';
-import type { LockBackend } from '../backends/lock-backend.interface';
-import { monotonicNow } from './clock';
-import { unrefTimer, withTimeout } from './timers';
+import { LockLostError } from '../../errors/lock.errors';
+import type { LockBackend } from '../contract/lock-backend';
+import { monotonicNow } from '../shared/clock';
+import { messageOf } from '../shared/error-message';
+import { unrefTimer, withTimeout } from '../shared/timers';
+import { toLockError } from './store-error';
 
 /** Shortest lease left behind by lockAtLeastFor. */
 const MIN_KEEP_MS = 100;
@@ -51,6 +53,16 @@ export class Lease {
   holders = 1;
   /** `withLock`/`@Locked` scopes running under this lease: work shutdown can wait for. */
   scopes = 0;
+  /**
+   * How long a lease of `ttl` can be trusted from the moment its request was sent: what the
+   * backend says (Redlock less its clock-drift allowance, ZooKeeper capped below the session
+   * timeout), never more than the ttl.
+   */
+  static validityOf(backend: LockBackend, ttl: number): number {
+    const validity = backend.leaseValidity?.(ttl) ?? ttl;
+    return Math.min(validity, ttl);
+  }
+
   /** Current lease ttl (changed by `extend(ttl)`). */
   ttl: number;
   /** Monotonic time at which the lease runs out unless renewed first. */
@@ -124,11 +136,7 @@ export class Lease {
     try {
       ok = await this.bounded(this.info.backend.extend(this.info.fullKey, this.info.token, ttl));
     } catch (err) {
-      const error = new LockBackendError(
-        this.info.backendName,
-        `extend failed: ${messageOf(err)}`,
-        { cause: err },
-      );
+      const error = toLockError(this.info.backendName, 'extend failed', err);
       this.host.reportError(this, 'extend failed', error);
       throw error;
     }
@@ -143,7 +151,7 @@ export class Lease {
       throw this.lostError('lease expired before it was extended');
     }
     this.ttl = ttl;
-    this.deadline = sentAt + validityOf(this.info.backend, ttl);
+    this.deadline = sentAt + Lease.validityOf(this.info.backend, ttl);
     this.armTimer(); // the deadline moved
     if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, ttl));
     this.host.reportRenewed(this);
@@ -197,8 +205,7 @@ export class Lease {
 
   /** A store call that cannot hang the caller: it fails after `operationTimeout`. */
   private bounded<T>(call: Promise<T>, background = false): Promise<T> {
-    const ms = this.info.operationTimeout;
-    return withTimeout(call, ms, () => new Error(`no answer within ${ms} ms`), background);
+    return withTimeout(call, this.info.operationTimeout, { background });
   }
 
   /** Records why the lease ended and aborts the signal if anyone holds it. */
@@ -272,7 +279,7 @@ export class Lease {
       if (!ok) return this.markLost('renewal refused: the lock is no longer ours');
       if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
       // The ttl this request carried, not this.ttl: an extend(ttl) may have changed it meanwhile.
-      this.deadline = sentAt + validityOf(this.info.backend, ttl);
+      this.deadline = sentAt + Lease.validityOf(this.info.backend, ttl);
       this.armTimer(); // the deadline moved
       if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
       this.host.reportRenewed(this);
@@ -292,25 +299,7 @@ export class Lease {
   }
 }
 
-/** Message of an unknown thrown value. */
-export function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/**
- * How long a lease of `ttl` can be trusted from the moment its request was sent: the ttl less
- * the backend's allowance for clock drift between servers (Redlock's `driftFactor * ttl + 2`),
- * and never longer than a session-bound backend's cap (ZooKeeper: a paused holder must not wake
- * up believing in a lock whose session the server expired meanwhile).
- */
-export function validityOf(backend: LockBackend, ttl: number): number {
-  const factor = backend.capabilities.driftFactor ?? 0;
-  const validity = factor > 0 ? ttl - Math.round(factor * ttl) - 2 : ttl;
-  const cap = backend.validityCapMs?.();
-  return cap !== undefined && cap < validity ? cap : validity;
-}
-
 /** Renewal period: a third of the validity, so two renewals may fail before the lease runs out. */
 function renewalPeriod(backend: LockBackend, ttl: number): number {
-  return validityOf(backend, ttl) / 3;
+  return Lease.validityOf(backend, ttl) / 3;
 }

@@ -1,5 +1,5 @@
-import { LockConfigError } from '../errors/lock.errors';
-import { describe } from './validation';
+import { LockConfigError } from '../../errors/lock.errors';
+import { describe } from '../shared/options';
 
 /** A key for `@Locked`: a template such as `'stock:{0}'` / `'order:{0.customer.id}'`, or a function of the arguments. */
 export type LockKeySource<A extends unknown[] = unknown[]> =

@@ -79,6 +79,19 @@ function untrack(op: Bounded): void {
   if (!op.background && --foreground === 0) sweeper?.unref();
 }
 
+/** The error of a store call that did not answer in time. */
+export function noAnswerError(ms: number): Error {
+  return new Error(`no answer within ${Math.round(ms)} ms`);
+}
+
+/** Options of {@link withTimeout}. */
+export interface TimeoutOptions {
+  /** The rejection after the timeout (default: "no answer within N ms"). */
+  readonly onTimeout?: () => Error;
+  /** `true` for background work (renewals) that must not keep the process alive. */
+  readonly background?: boolean;
+}
+
 /**
  * Settles like `promise`, or rejects with `onTimeout()` after `ms` (checked every 10 ms, so up
  * to that much later). The underlying operation is not cancelled (stores offer no way to);
@@ -88,9 +101,7 @@ function untrack(op: Bounded): void {
 export function withTimeout<T>(
   promise: Promise<T>,
   ms: number,
-  onTimeout: () => Error,
-  /** `true` for background work (renewals) that must not keep the process alive. */
-  background = false,
+  { onTimeout = () => noAnswerError(ms), background = false }: TimeoutOptions = {},
 ): Promise<T> {
   if (!Number.isFinite(ms)) return promise;
   return new Promise<T>((resolve, reject) => {

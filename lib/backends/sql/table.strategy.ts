@@ -1,4 +1,9 @@
-import type { LockBackend, LockBackendCapabilities, LockGrant } from '../lock-backend.interface';
+import type {
+  GrantRequest,
+  LockBackend,
+  LockBackendCapabilities,
+  LockGrant,
+} from '../../core/contract/lock-backend';
 import { storedKey } from './sql-dialect';
 import { affectedRows, type SqlSource } from './sql-source';
 
@@ -10,7 +15,11 @@ import { affectedRows, type SqlSource } from './sql-source';
  * release are conditioned on the owner token. Rows are never deleted, so fences never restart. Waiting is the core's polling with backoff and jitter.
  */
 export class TableLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities = { leaseBased: true, fencing: true };
+  readonly capabilities: LockBackendCapabilities = {
+    leaseBased: true,
+    fencing: true,
+    waiting: 'poll',
+  };
   private readonly returning: boolean;
 
   constructor(private readonly source: SqlSource) {
@@ -18,7 +27,7 @@ export class TableLockBackend implements LockBackend {
     this.returning = source.dialect.family !== 'mysql';
   }
 
-  async tryAcquire(key: string, token: string, ttlMs: number): Promise<LockGrant | null> {
+  async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
     const k = storedKey(key);
     let grant = await this.takeOver(k, token, ttlMs);
     if (grant === undefined) {

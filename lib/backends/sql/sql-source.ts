@@ -1,5 +1,5 @@
 import { LockBackendError } from '../../errors/lock.errors';
-import { sleep } from '../../core/timers';
+import { sleep } from '../../core/shared/timers';
 import { SqlDialect } from './sql-dialect';
 import type { SqlDataSource, SqlResult } from './typeorm-types';
 

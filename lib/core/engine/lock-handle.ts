@@ -1,9 +1,9 @@
-import { LockLostError } from '../errors/lock.errors';
-import type { Lock } from '../lock.interfaces';
+import { LockLostError } from '../../errors/lock.errors';
+import type { Lock } from '../../lock.interfaces';
 import type { Lease } from './lease';
-import { validateTtl } from './validation';
+import { checkDuration } from '../shared/options';
 
-/** What a handle needs from the manager. */
+/** What a handle needs from the engine. */
 export interface HandleHost {
   /** Drops one holder from each lease, really releasing those that reach zero. */
   releaseLeases(leases: readonly Lease[]): Promise<void>;
@@ -80,7 +80,7 @@ export class LockHandle implements Lock {
   }
 
   async extend(ttl?: number): Promise<void> {
-    const newTtl = ttl === undefined ? undefined : validateTtl(ttl, 'ttl');
+    const newTtl = ttl === undefined ? undefined : checkDuration(ttl, 'ttl');
     if (this.released) throw new LockLostError(this.key, this.backend, 'already released');
     for (const lease of this.leases) await lease.extend(newTtl ?? lease.ttl);
   }

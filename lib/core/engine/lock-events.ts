@@ -1,5 +1,10 @@
 import { Logger } from '@nestjs/common';
-import type { LockEvent, LockEventListener, LockEventName, LockMetrics } from '../lock.interfaces';
+import type {
+  LockEvent,
+  LockEventListener,
+  LockEventName,
+  LockMetrics,
+} from '../../lock.interfaces';
 import type { OtelLockMetrics } from './otel-metrics';
 
 /**

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { LockLossListener } from '../../core/contract/lock-backend';
 import { LockBackendError } from '../../errors/lock.errors';
 import { storedKey } from './sql-dialect';
 import type { SqlSource } from './sql-source';
@@ -27,7 +28,7 @@ export class PinnedConnections {
   private readonly held = new Map<string, Pinned>();
   /** Pins in use, including acquisitions in progress. */
   private pinned = 0;
-  private lostListener: (key: string, token: string, reason: string) => void = () => undefined;
+  private lostListener: LockLossListener = () => undefined;
 
   constructor(
     readonly source: SqlSource,
@@ -35,7 +36,7 @@ export class PinnedConnections {
   ) {}
 
   /** Registers the loss listener (the core's). */
-  onLost(listener: (key: string, token: string, reason: string) => void): void {
+  onLost(listener: LockLossListener): void {
     this.lostListener = listener;
   }
 

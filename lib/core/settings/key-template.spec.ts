@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { LockConfigError } from '../errors/lock.errors';
+import { LockConfigError } from '../../errors/lock.errors';
 import { resolveLockKey } from './key-template';
 
 describe('resolveLockKey', () => {

@@ -1,8 +1,8 @@
-import type { LockBackendHealth } from '../lock.interfaces';
-import type { LockBackend } from '../backends/lock-backend.interface';
-import { monotonicNow } from './clock';
-import { messageOf } from './lease';
-import { withTimeout } from './timers';
+import type { LockBackendHealth } from '../../lock.interfaces';
+import type { LockBackend } from '../contract/lock-backend';
+import { monotonicNow } from '../shared/clock';
+import { messageOf } from '../shared/error-message';
+import { withTimeout } from '../shared/timers';
 
 /** Default bound on one backend's ping, ms: short enough for a readiness probe's own timeout. */
 export const DEFAULT_HEALTH_TIMEOUT_MS = 1_000;
@@ -13,7 +13,7 @@ export const DEFAULT_HEALTH_TIMEOUT_MS = 1_000;
  * report of the others.
  */
 export async function pingBackends(
-  backends: ReadonlyMap<string, LockBackend>,
+  backends: { get(name: string): LockBackend },
   names: readonly string[],
   timeoutMs: number,
   closing: boolean,
@@ -24,11 +24,7 @@ export async function pingBackends(
       const latency = (): number => Math.round((monotonicNow() - started) * 10) / 10;
       if (closing) return [name, { status: 'down', latencyMs: 0, error: 'shutting down' }];
       try {
-        await withTimeout(
-          backends.get(name)!.ping(),
-          timeoutMs,
-          () => new Error(`no answer within ${timeoutMs} ms`),
-        );
+        await withTimeout(backends.get(name).ping(), timeoutMs);
         return [name, { status: 'up', latencyMs: latency() }];
       } catch (err) {
         return [name, { status: 'down', latencyMs: latency(), error: messageOf(err) }];

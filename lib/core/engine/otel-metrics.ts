@@ -4,6 +4,7 @@
  * the API's global meter is a no-op. Only the backend name labels a series: keys are unbounded.
  * The API's types are declared here structurally, so no published `.d.ts` imports the peer.
  */
+import { isModuleNotFound } from '../shared/optional-package';
 
 /** The part of `@opentelemetry/api` used here. */
 interface OtelApi {
@@ -94,8 +95,7 @@ export class OtelLockMetrics {
     try {
       api = (await importApi()) as OtelApi;
     } catch (err) {
-      const code = (err as { code?: unknown } | null)?.code;
-      if (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') return undefined;
+      if (isModuleNotFound(err)) return undefined;
       throw err;
     }
     return new OtelLockMetrics(api.metrics.getMeter(LOCK_METER_NAME));

@@ -1,12 +1,17 @@
 import { describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { MemoryLockBackend } from '../backends/memory/memory.backend';
-import type { LockBackendCapabilities } from '../backends/lock-backend.interface';
-import { LockManager, type LockSettings } from './lock-manager';
+import { MemoryLockBackend } from '../../backends/memory/memory.backend';
+import type { LockBackendCapabilities } from '../contract/lock-backend';
+import type { LockSettings } from '../settings/module-options';
+import { LockEngine } from './lock-engine';
 
 /** The real memory store, declared session-bound like ZooKeeper or a held DB connection. */
 class SessionBoundMemory extends MemoryLockBackend {
-  override readonly capabilities: LockBackendCapabilities = { leaseBased: false, fencing: true };
+  override readonly capabilities: LockBackendCapabilities = {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'queue',
+  };
 }
 
 const settings: LockSettings = {
@@ -15,7 +20,6 @@ const settings: LockSettings = {
   ttl: 10_000,
   waitTimeout: 0,
   autoRenew: true,
-  notAcquiredHttpStatus: 409,
   shutdown: { inFlight: 'abort', timeout: 10_000 },
   operationTimeout: 5_000,
 };
@@ -27,27 +31,27 @@ class QuietLogger extends Logger {
 const quiet = new QuietLogger('test');
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-describe('LockManager lockAtLeastFor on a session-bound store', () => {
+describe('LockEngine lockAtLeastFor on a session-bound store', () => {
   it('keeps the key taken until lockAtLeastFor has passed, then releases it', async () => {
-    const manager = new LockManager(new Map([['s', new SessionBoundMemory()]]), settings, quiet);
-    const lock = await manager.acquire('job', { lockAtLeastFor: 150 }, 'wait');
+    const engine = new LockEngine(new Map([['s', new SessionBoundMemory()]]), settings, quiet);
+    const lock = await engine.acquire('job', { lockAtLeastFor: 150 }, 'wait');
     await lock.release();
     expect(lock.isHeld()).toBe(false);
-    expect(await manager.isLocked('job', undefined)).toBe(true);
+    expect(await engine.isLocked('job', undefined)).toBe(true);
     await sleep(250);
-    expect(await manager.isLocked('job', undefined)).toBe(false);
-    await manager.close();
+    expect(await engine.isLocked('job', undefined)).toBe(false);
+    await engine.close();
   });
 
   it('sends pending deferred releases at shutdown, before the store is closed', async () => {
     const backend = new SessionBoundMemory();
-    const manager = new LockManager(new Map([['s', backend]]), settings, quiet);
-    const lock = await manager.acquire('job', { lockAtLeastFor: 60_000 }, 'wait');
+    const engine = new LockEngine(new Map([['s', backend]]), settings, quiet);
+    const lock = await engine.acquire('job', { lockAtLeastFor: 60_000 }, 'wait');
     await lock.release();
     expect(await backend.isLocked('job')).toBe(true);
-    await manager.beforeShutdown();
+    await engine.beforeShutdown();
     expect(await backend.isLocked('job')).toBe(false);
-    await manager.close();
+    await engine.close();
   });
 });
 
@@ -65,18 +69,18 @@ class FailingRenewals extends MemoryLockBackend {
   }
 }
 
-describe('LockManager watchdog', () => {
+describe('LockEngine watchdog', () => {
   it.each(['hang', 'throw'] as const)(
     'declares the lock lost at its monotonic deadline when renewals %s',
     async (mode) => {
       const backend = new FailingRenewals(mode);
-      const manager = new LockManager(new Map([['s', backend]]), settings, quiet);
+      const engine = new LockEngine(new Map([['s', backend]]), settings, quiet);
       const lost: string[] = [];
       const errors: string[] = [];
-      manager.on('lost', (e) => lost.push(e.reason ?? ''));
-      manager.on('error', (e) => errors.push(e.reason ?? ''));
+      engine.on('lost', (e) => lost.push(e.reason ?? ''));
+      engine.on('error', (e) => errors.push(e.reason ?? ''));
       const started = performance.now();
-      const lock = await manager.acquire('k', { ttl: 300 }, 'wait');
+      const lock = await engine.acquire('k', { ttl: 300 }, 'wait');
       const reason = await new Promise<unknown>((resolve) =>
         lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)),
       );
@@ -90,7 +94,7 @@ describe('LockManager watchdog', () => {
       if (mode === 'throw')
         expect(errors.some((r) => /renewal failed: ECONNRESET/.test(r))).toBe(true);
       await lock.release(); // no-op on a lost lock, must not throw
-      await manager.close();
+      await engine.close();
     },
   );
 });
@@ -102,34 +106,32 @@ class SilentAcquire extends MemoryLockBackend {
   }
 }
 
-describe('LockManager operationTimeout', () => {
+describe('LockEngine operationTimeout', () => {
   it('fails a hanging store call with LockBackendError instead of hanging the caller', async () => {
-    const manager = new LockManager(
+    const engine = new LockEngine(
       new Map([['s', new SilentAcquire()]]),
       { ...settings, operationTimeout: 150 },
       quiet,
     );
     const errors: string[] = [];
-    manager.on('error', (e) => errors.push(e.reason ?? ''));
+    engine.on('error', (e) => errors.push(e.reason ?? ''));
     const started = performance.now();
-    const err = await manager
-      .acquire('k', { waitTimeout: 10_000 }, 'wait')
-      .catch((e: unknown) => e);
+    const err = await engine.acquire('k', { waitTimeout: 10_000 }, 'wait').catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'LOCK_BACKEND' });
     expect(String((err as Error).message)).toMatch(/no answer within 150 ms/);
     expect(performance.now() - started).toBeLessThan(2_000);
     expect(errors).toHaveLength(1);
-    await manager.close();
+    await engine.close();
   });
 });
 
-describe('LockManager shutdown of in-flight work', () => {
+describe('LockEngine shutdown of in-flight work', () => {
   const withShutdown = (inFlight: 'finish' | 'abort', timeout = 10_000): LockSettings => ({
     ...settings,
     shutdown: { inFlight, timeout },
   });
   /** `withLock` as LockService does it: acquire, run in scope, release. */
-  const withLock = async <T>(m: LockManager, key: string, fn: () => Promise<T>): Promise<T> => {
+  const withLock = async <T>(m: LockEngine, key: string, fn: () => Promise<T>): Promise<T> => {
     const lock = await m.acquire(key, undefined, 'wait');
     try {
       return await m.runInScope(lock, fn);
@@ -140,7 +142,7 @@ describe('LockManager shutdown of in-flight work', () => {
 
   it("'finish' frees bare locks at once, lets scoped work finish (and re-enter), then closes", async () => {
     const backend = new SessionBoundMemory();
-    const m = new LockManager(new Map([['s', backend]]), withShutdown('finish'), quiet);
+    const m = new LockEngine(new Map([['s', backend]]), withShutdown('finish'), quiet);
     const bare = await m.acquire('bare', undefined, 'wait');
     let finishWork!: () => void;
     const events: string[] = [];
@@ -172,7 +174,7 @@ describe('LockManager shutdown of in-flight work', () => {
 
   it("'finish' aborts work still running after the timeout: its signal fires, the lock is freed", async () => {
     const backend = new SessionBoundMemory();
-    const m = new LockManager(new Map([['s', backend]]), withShutdown('finish', 100), quiet);
+    const m = new LockEngine(new Map([['s', backend]]), withShutdown('finish', 100), quiet);
     const started = performance.now();
     let abortedAfter = -1;
     const work = withLock(m, 'job', async () => {
@@ -191,7 +193,7 @@ describe('LockManager shutdown of in-flight work', () => {
 
   it("'abort' frees every lock at once and aborts the running work's signal", async () => {
     const backend = new SessionBoundMemory();
-    const m = new LockManager(new Map([['s', backend]]), withShutdown('abort'), quiet);
+    const m = new LockEngine(new Map([['s', backend]]), withShutdown('abort'), quiet);
     let aborted = false;
     const work = withLock(m, 'job', async () => {
       const lock = m.current()!;
@@ -210,7 +212,7 @@ describe('LockManager shutdown of in-flight work', () => {
 
   it('a lockAtLeastFor release that work asks for while shutting down is sent before the store closes', async () => {
     const backend = new SessionBoundMemory();
-    const m = new LockManager(new Map([['s', backend]]), withShutdown('finish'), quiet);
+    const m = new LockEngine(new Map([['s', backend]]), withShutdown('finish'), quiet);
     let finishWork!: () => void;
     const lock = await m.acquire('job', { lockAtLeastFor: 60_000 }, 'wait');
     const work = m

@@ -1,0 +1,123 @@
+/**
+ * The plug-in seam: the one interface a backend implements. Everything generic (validation,
+ * reentrancy, watchdog renewal, deadlines, multi-key ordering, waiting policy, events) lives in
+ * the engine; a backend only speaks to its store. This file imports nothing, so a backend that
+ * depends on it depends on nothing of the engine. Keys reaching a backend already carry the
+ * module's `keyPrefix`; tokens are unique per acquisition.
+ */
+export interface LockBackend {
+  /** What this backend can do; the engine reads it and adapts (see each field). */
+  readonly capabilities: LockBackendCapabilities;
+
+  /** One attempt: take the lock for `request.token` with a lease of `request.ttlMs`, or `null` if busy. */
+  tryAcquire(request: GrantRequest): Promise<LockGrant | null>;
+
+  /**
+   * Waits in the store's own queue (memory FIFO, Redis sorted set, ZooKeeper sequential nodes,
+   * the database's lock wait) until granted, `request.waitMs` passes (`null`) or
+   * `request.signal` aborts (`null`). Required when `capabilities.waiting` is `'queue'` or
+   * `'queue-first'` (the engine refuses a backend that declares one without it); never called
+   * for `'poll'`.
+   */
+  acquire?(request: QueuedRequest): Promise<LockGrant | null>;
+
+  /** Renew the lease to `ttlMs` if `token` still owns `key`; `false` = no longer ours. */
+  extend(key: string, token: string, ttlMs: number): Promise<boolean>;
+
+  /** Release if `token` owns `key`; `false` = it was not ours (expired or taken). Never frees another owner's lock. */
+  release(key: string, token: string): Promise<boolean>;
+
+  /** Whether anyone holds `key` right now. */
+  isLocked(key: string): Promise<boolean>;
+
+  /**
+   * Session-level loss (ZooKeeper session expiry, dropped DB connection): the backend calls
+   * `listener` for each lost (key, token). Optional; lease backends rely on the watchdog.
+   */
+  onLost?(listener: LockLossListener): void;
+
+  /**
+   * How long a lease of `ttlMs` can be trusted from the moment its request was sent (never
+   * more than `ttlMs`). The engine sets each lease's deadline from it and renews every third of
+   * it. Redlock subtracts its clock-drift allowance; ZooKeeper caps it below the session timeout
+   * (the server expires a session no sooner than that after it last heard from the client).
+   * Absent: the ttl itself.
+   */
+  leaseValidity?(ttlMs: number): number;
+
+  /**
+   * One cheap round trip proving the store answers (health checks); rejects when it does not.
+   * The engine bounds it with a timeout, so a store that never answers is reported, not waited on.
+   */
+  ping(): Promise<void>;
+
+  /** Close resources this backend created; must not close clients the user passed in. */
+  close(): Promise<void>;
+}
+
+/** One grant asked of a backend. */
+export interface GrantRequest {
+  /** The key, prefix included. */
+  readonly key: string;
+  /** Owner token of this acquisition. */
+  readonly token: string;
+  /** Lease asked for, in ms. */
+  readonly ttlMs: number;
+}
+
+/** A grant the caller is willing to wait for (`LockBackend.acquire`). */
+export interface QueuedRequest extends GrantRequest {
+  /** Longest wait in ms (`Infinity`: until granted or aborted). */
+  readonly waitMs: number;
+  /** Aborts the wait (shutdown); the backend then leaves its queue and resolves `null`. */
+  readonly signal: AbortSignal;
+  /** Called (at most once matters) when the lock was found busy and the caller starts waiting. */
+  readonly onQueued?: () => void;
+}
+
+/** What a backend returns for a successful grant. */
+export interface LockGrant {
+  /**
+   * Fencing token, strictly increasing per key across all grants. A number when
+   * `capabilities.fencing` is true (the engine refuses a grant without one); `null` otherwise.
+   */
+  readonly fence: number | null;
+  /**
+   * Monotonic time (`performance.now()`) at which the store granted the lock, for queued
+   * grants that happen some time after the request was sent. Defaults to the send time.
+   */
+  readonly grantedAt?: number;
+  /**
+   * The store granted a shorter lease than the ttl asked for (a lock handed over to a queued
+   * waiter): the engine trusts only this much from `grantedAt` and renews to the ttl after a
+   * third of it.
+   */
+  readonly validityMs?: number;
+}
+
+/**
+ * Called by a backend for a lock it lost at the session or connection level, with the key
+ * (prefix included), the owner token and a human-readable reason.
+ */
+export type LockLossListener = (key: string, token: string, reason: string) => void;
+
+/** Static facts about a backend, read by the engine and asserted by the conformance battery. */
+export interface LockBackendCapabilities {
+  /**
+   * `true` when the store expires the lock by itself after the ttl (Redis, table, memory);
+   * `false` when it lives as long as a session or connection (ZooKeeper, for-update,
+   * advisory). The engine renews both alike; `lockAtLeastFor` differs: a lease is left to
+   * expire, a session lock is released later by the engine.
+   */
+  readonly leaseBased: boolean;
+  /** `true` when every grant carries a fencing token (a number); `false`: always `null`. */
+  readonly fencing: boolean;
+  /**
+   * How a caller that may wait gets a busy lock:
+   * - `'poll'`: the engine retries `tryAcquire` with jittered exponential backoff;
+   * - `'queue'`: the engine tries once, then waits in `acquire`;
+   * - `'queue-first'`: the engine calls `acquire` straight away, its first step taking a free
+   *   lock anyway (a separate try would add a round trip to every contended acquisition).
+   */
+  readonly waiting: 'poll' | 'queue' | 'queue-first';
+}

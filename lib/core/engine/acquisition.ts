@@ -1,0 +1,260 @@
+import { LockBackendError, LockLostError, LockNotAcquiredError } from '../../errors/lock.errors';
+import type { LockBackend, LockGrant } from '../contract/lock-backend';
+import { monotonicNow } from '../shared/clock';
+import { backoffDelay, sleep, withTimeout } from '../shared/timers';
+import { newOwnerToken } from '../shared/token';
+import { HeldLeases } from './held-leases';
+import { Lease } from './lease';
+import type { LeaseReleaser } from './lease-releaser';
+import type { LeaseReporter } from './lease-reporter';
+import type { LockContext } from './lock-context';
+import type { LockEvents } from './lock-events';
+import { LockHandle } from './lock-handle';
+import type { LockRequest } from './lock-request';
+import type { ShutdownCoordinator } from './shutdown-coordinator';
+import { toLockError } from './store-error';
+
+/** What an acquisition needs from the rest of the engine. */
+export interface AcquisitionDeps {
+  readonly context: LockContext;
+  readonly held: HeldLeases;
+  readonly events: LockEvents;
+  readonly reporter: LeaseReporter;
+  readonly releaser: LeaseReleaser;
+  readonly shutdown: ShutdownCoordinator;
+  /** Bound on any single store call, ms. */
+  readonly operationTimeout: number;
+}
+
+/**
+ * The acquisition loop, written once for every backend: re-entry of keys the caller's scope
+ * already holds, then per key (in canonical order, all or none) a try, and while there is time
+ * left a wait, in the store's queue or by polling with backoff, as the backend's
+ * `capabilities.waiting` says. A grant becomes a {@link Lease}; the keys become one
+ * {@link LockHandle}.
+ */
+export class Acquisition {
+  constructor(private readonly deps: AcquisitionDeps) {}
+
+  /**
+   * Acquires every key of `req` (all or none). `'try'` resolves `null` when a key is busy;
+   * `'wait'` rejects `LockNotAcquiredError` when `waitTimeout` runs out.
+   */
+  async run(req: LockRequest, mode: 'try' | 'wait'): Promise<LockHandle | null> {
+    const { context, shutdown, events } = this.deps;
+    // Shutting down: no new locks, but work still running may re-enter the ones it holds.
+    if (shutdown.isClosing && !req.keys.every(([, full]) => this.reentrant(req, full))) {
+      throw new LockBackendError(
+        req.backendName,
+        'the lock module is shutting down; no new acquisitions',
+      );
+    }
+    const startedAt = monotonicNow();
+    const token = newOwnerToken();
+    const leases: Lease[] = [];
+    try {
+      for (const [key, fullKey] of req.keys) {
+        const outer = context.find(req.backendName, fullKey);
+        if (outer && outer.state !== 'released') {
+          if (!outer.isHeld()) {
+            throw new LockLostError(
+              key,
+              req.backendName,
+              'the enclosing lock being re-entered was lost',
+            );
+          }
+          outer.holders++;
+          leases.push(outer);
+          events.reentered(req.backendName);
+          continue;
+        }
+        const waitMs =
+          req.waitTimeout === Infinity
+            ? Infinity
+            : Math.max(0, startedAt + req.waitTimeout - monotonicNow());
+        const lease = await this.acquireKey(req, key, fullKey, token, waitMs, startedAt);
+        if (!lease)
+          throw new LockNotAcquiredError(key, req.backendName, monotonicNow() - startedAt);
+        leases.push(lease);
+      }
+    } catch (err) {
+      // All or none: give back what this call took (or re-entered) before failing.
+      await this.deps.releaser.releaseLeases(leases.reverse()).catch(() => undefined);
+      if (mode === 'try' && err instanceof LockNotAcquiredError) return null;
+      throw err;
+    }
+    return new LockHandle(this.deps.releaser, leases, req.backendName);
+  }
+
+  /** Whether the caller's scope holds `fullKey` (so shutdown still lets it re-enter). */
+  private reentrant(req: LockRequest, fullKey: string): boolean {
+    const outer = this.deps.context.find(req.backendName, fullKey);
+    return outer !== undefined && outer.state !== 'released';
+  }
+
+  /** One key: try, then wait (queued or with backoff) until granted or out of time. */
+  private async acquireKey(
+    req: LockRequest,
+    key: string,
+    fullKey: string,
+    token: string,
+    waitMs: number,
+    startedAt: number,
+  ): Promise<Lease | null> {
+    const { backend, backendName } = req;
+    const { events, shutdown } = this.deps;
+    const signal = shutdown.signal;
+    const waitDeadline = monotonicNow() + waitMs;
+    events.attempt(backendName);
+    let contended = false;
+    const onQueued = (): void => {
+      if (contended) return;
+      contended = true;
+      events.emit({
+        type: 'contended',
+        key,
+        backend: backendName,
+        token,
+        waitedMs: monotonicNow() - startedAt,
+      });
+    };
+    const grantRequest = { key: fullKey, token, ttlMs: req.ttl };
+    const call = (fn: () => Promise<LockGrant | null>, ms?: number) =>
+      this.storeCall(req, key, fullKey, token, fn, ms);
+    const { waiting } = backend.capabilities;
+    const tryFirst = waiting !== 'queue-first' || waitMs <= 0;
+    for (let attempt = 0; ; attempt++) {
+      if (tryFirst) {
+        const sentAt = monotonicNow();
+        const grant = await call(() => backend.tryAcquire(grantRequest));
+        const lease = grant && this.toLease(req, key, fullKey, token, grant, sentAt, startedAt);
+        if (lease) return lease;
+        onQueued();
+      }
+      const remaining = waitDeadline - monotonicNow();
+      if (remaining <= 0) break;
+      if (signal.aborted) throw shuttingDown(backendName);
+      if (waiting !== 'poll') {
+        const sentAt = monotonicNow();
+        const queued = await call(
+          () => backend.acquire!({ ...grantRequest, waitMs: remaining, signal, onQueued }),
+          remaining + this.deps.operationTimeout,
+        );
+        if (signal.aborted && !queued) throw shuttingDown(backendName);
+        const lease = queued && this.toLease(req, key, fullKey, token, queued, sentAt, startedAt);
+        if (lease) return lease;
+        break;
+      }
+      await sleep(Math.min(remaining, backoffDelay(attempt)), signal);
+      if (signal.aborted) throw shuttingDown(backendName);
+    }
+    events.notAcquired(backendName, monotonicNow() - startedAt);
+    return null;
+  }
+
+  /** Turns a grant into a live lease, or refuses one that is already worthless. */
+  private toLease(
+    req: LockRequest,
+    key: string,
+    fullKey: string,
+    token: string,
+    grant: LockGrant,
+    sentAt: number,
+    startedAt: number,
+  ): Lease | null {
+    const { backend, backendName } = req;
+    let fence: number | null;
+    try {
+      fence = fenceOf(backend, backendName, grant);
+    } catch (err) {
+      backend.release(fullKey, token).catch(() => undefined);
+      throw err;
+    }
+    const from = grant.grantedAt ?? sentAt;
+    const full = Lease.validityOf(backend, req.ttl);
+    // A shorter store lease (a hand-over) is all we trust until it is extended to the ttl.
+    const short = grant.validityMs !== undefined && grant.validityMs < full;
+    const validity = short ? grant.validityMs! : full;
+    // Granted, but the lease already ran out on the way back (slow store, long pause), or the
+    // module began shutting down meanwhile: give it back instead of leaking it past close().
+    if (from + validity <= monotonicNow() || this.deps.shutdown.isClosing) {
+      backend.release(fullKey, token).catch(() => undefined);
+      return null;
+    }
+    const lease = new Lease(this.deps.reporter, HeldLeases.slot(backendName, fullKey, token), {
+      backendName,
+      backend,
+      key,
+      fullKey,
+      token,
+      fence,
+      ttl: req.ttl,
+      startedAt: from,
+      validityMs: validity,
+      autoRenew: req.autoRenew,
+      lockAtLeastFor: req.lockAtLeastFor,
+      operationTimeout: this.deps.operationTimeout,
+    });
+    this.deps.held.add(lease);
+    lease.start(short);
+    this.deps.reporter.acquired(lease, monotonicNow() - startedAt);
+    return lease;
+  }
+
+  /**
+   * One bounded store call of an acquisition; a failure becomes `LockBackendError` (plus an
+   * `error` event) and frees anything the store may have granted anyway.
+   */
+  private async storeCall(
+    req: LockRequest,
+    key: string,
+    fullKey: string,
+    token: string,
+    fn: () => Promise<LockGrant | null>,
+    timeoutMs = this.deps.operationTimeout,
+  ): Promise<LockGrant | null> {
+    const { backend, backendName } = req;
+    const attempt = fn();
+    try {
+      return await withTimeout(attempt, timeoutMs);
+    } catch (err) {
+      const error = toLockError(backendName, `acquire failed for "${key}"`, err);
+      this.deps.events.emit({
+        type: 'error',
+        key,
+        backend: backendName,
+        token,
+        reason: error.message,
+        error,
+      });
+      // The store may have granted anyway (reply lost, or it arrives after the timeout): free
+      // it, now and once the late reply lands. Compare-token, so never someone else's lock.
+      backend.release(fullKey, token).catch(() => undefined);
+      attempt.then(
+        (late) => late && backend.release(fullKey, token).catch(() => undefined),
+        () => undefined,
+      );
+      throw error;
+    }
+  }
+}
+
+/**
+ * The grant's fence as the backend's capabilities promise it: a number from a fencing backend
+ * (a grant without one is a backend defect, refused rather than handed out unfenced), `null`
+ * from one without fencing.
+ */
+function fenceOf(backend: LockBackend, backendName: string, grant: LockGrant): number | null {
+  if (!backend.capabilities.fencing) return null;
+  if (typeof grant.fence !== 'number' || !Number.isSafeInteger(grant.fence)) {
+    throw new LockBackendError(
+      backendName,
+      `granted a lock without a valid fencing token (${String(grant.fence)}) although it declares fencing`,
+    );
+  }
+  return grant.fence;
+}
+
+function shuttingDown(backendName: string): LockBackendError {
+  return new LockBackendError(backendName, 'the lock module is shutting down; wait cancelled');
+}

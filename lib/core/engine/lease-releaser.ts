@@ -1,0 +1,71 @@
+import { messageOf } from '../shared/error-message';
+import type { Lease } from './lease';
+import type { LeaseReporter } from './lease-reporter';
+import type { HandleHost } from './lock-handle';
+import type { ShutdownCoordinator } from './shutdown-coordinator';
+import { toLockError } from './store-error';
+
+/**
+ * Gives leases back: each handle released drops one holder of each of its leases, and the last
+ * holder really releases. `lockAtLeastFor` is honoured here: a lease store keeps the lock until
+ * then by itself; a session store is released later, through the shutdown coordinator (which
+ * sends it early if the application shuts down first).
+ */
+export class LeaseReleaser implements HandleHost {
+  constructor(
+    private readonly reporter: LeaseReporter,
+    private readonly shutdown: ShutdownCoordinator,
+  ) {}
+
+  /** Drops one holder from each lease (in the given order); the last holder really releases. */
+  async releaseLeases(leases: readonly Lease[]): Promise<void> {
+    let firstError: unknown;
+    for (const lease of leases) {
+      lease.holders--;
+      if (lease.holders > 0 || lease.state !== 'held') continue;
+      try {
+        await this.finish(lease);
+      } catch (err) {
+        const error = toLockError(
+          lease.info.backendName,
+          `release failed for "${lease.info.key}"`,
+          err,
+        );
+        this.reporter.reportError(lease, error.message, error);
+        firstError ??= error;
+      }
+    }
+    if (firstError !== undefined) throw firstError;
+  }
+
+  /** Releases `lease` whatever its holder count (shutdown); its signal aborts. */
+  releaseNow(lease: Lease): Promise<void> {
+    lease.holders = 1;
+    return this.releaseLeases([lease]);
+  }
+
+  private async finish(lease: Lease): Promise<void> {
+    const result = await lease.finish('released');
+    if (result.outcome === 'lost') {
+      if ((lease.state as Lease['state']) === 'released') {
+        // The store no longer had our token although our lease had not run out: a loss the
+        // watchdog could not see (store restarted empty, key deleted by hand). Report it.
+        this.reporter.reportLost(lease, 'the lock was found taken or expired at release');
+      }
+      return;
+    }
+    if (result.outcome === 'deferred') {
+      const { backend, fullKey, token } = lease.info;
+      this.shutdown.releaseLater(
+        () =>
+          backend.release(fullKey, token).then(
+            () => undefined,
+            (err: unknown) =>
+              this.reporter.reportError(lease, `deferred release failed: ${messageOf(err)}`, err),
+          ),
+        result.keepForMs,
+      );
+    }
+    this.reporter.released(lease);
+  }
+}

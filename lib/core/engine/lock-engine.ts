@@ -1,0 +1,188 @@
+import { Logger } from '@nestjs/common';
+import { LockConfigError } from '../../errors/lock.errors';
+import type {
+  LockBackendHealth,
+  LockEventListener,
+  LockEventName,
+  LockMetrics,
+} from '../../lock.interfaces';
+import type { LockBackend } from '../contract/lock-backend';
+import type { LockSettings } from '../settings/module-options';
+import { validateKey } from '../settings/validation';
+import { checkDuration, checkOptions } from '../shared/options';
+import { withTimeout } from '../shared/timers';
+import { Acquisition } from './acquisition';
+import { DEFAULT_HEALTH_TIMEOUT_MS, pingBackends } from './backend-health';
+import { BackendRegistry } from './backend-registry';
+import { HeldLeases } from './held-leases';
+import { LeaseReleaser } from './lease-releaser';
+import { LeaseReporter } from './lease-reporter';
+import { LockContext } from './lock-context';
+import { LockEvents } from './lock-events';
+import type { LockHandle } from './lock-handle';
+import { prepareLockRequest } from './lock-request';
+import { ShutdownCoordinator } from './shutdown-coordinator';
+import { toLockError } from './store-error';
+
+const IS_LOCKED_KEYS: ReadonlySet<string> = new Set(['backend']);
+const HEALTH_KEYS: ReadonlySet<string> = new Set(['timeout', 'backends']);
+
+/**
+ * @internal The lock engine behind every `LockService`: a thin front over its parts, each one
+ * idea — the configured backends ({@link BackendRegistry}), the acquisition loop
+ * ({@link Acquisition}), the held leases and their scopes ({@link HeldLeases}), giving leases
+ * back ({@link LeaseReleaser}), reentrancy scopes ({@link LockContext}), events and metrics
+ * ({@link LockEvents}) and shutdown ({@link ShutdownCoordinator}).
+ */
+export class LockEngine {
+  /** Events, metrics and logs. */
+  readonly events: LockEvents;
+  private readonly backends: BackendRegistry;
+  private readonly context = new LockContext();
+  private readonly held = new HeldLeases();
+  private readonly shutdown: ShutdownCoordinator;
+  private readonly releaser: LeaseReleaser;
+  private readonly acquisition: Acquisition;
+  private closed = false;
+
+  constructor(
+    backends: ReadonlyMap<string, LockBackend>,
+    /** Module-wide settings (read by tests and diagnostics). */
+    readonly settings: LockSettings,
+    private readonly logger = new Logger('LockService'),
+  ) {
+    this.backends = new BackendRegistry(backends, settings.defaultBackend);
+    this.events = new LockEvents(logger, settings.otel);
+    this.shutdown = new ShutdownCoordinator(settings.shutdown, logger);
+    const reporter = new LeaseReporter(this.held, this.events);
+    this.releaser = new LeaseReleaser(reporter, this.shutdown);
+    this.acquisition = new Acquisition({
+      context: this.context,
+      held: this.held,
+      events: this.events,
+      reporter,
+      releaser: this.releaser,
+      shutdown: this.shutdown,
+      operationTimeout: settings.operationTimeout,
+    });
+    for (const [name, backend] of this.backends.entries()) {
+      this.events.register(name);
+      backend.onLost?.((fullKey, token, reason) => {
+        this.held.find(name, fullKey, token)?.markLost(reason);
+      });
+    }
+  }
+
+  /** The raw backend registered under `name` (for tests and advanced use). */
+  getBackend(name: string): LockBackend {
+    return this.backends.get(name);
+  }
+
+  /** Names of the configured backends. */
+  backendNames(): string[] {
+    return this.backends.names();
+  }
+
+  /**
+   * Acquires `keys` (all or none). `mode: 'try'` makes one attempt and resolves `null` when
+   * busy; `'wait'` waits up to `waitTimeout` and rejects `LockNotAcquiredError`.
+   */
+  acquire(
+    keys: unknown,
+    options: unknown,
+    mode: 'try',
+    backend?: string,
+  ): Promise<LockHandle | null>;
+  acquire(keys: unknown, options: unknown, mode: 'wait', backend?: string): Promise<LockHandle>;
+  async acquire(
+    keys: unknown,
+    options: unknown,
+    mode: 'try' | 'wait',
+    defaultBackend?: string,
+  ): Promise<LockHandle | null> {
+    const request = prepareLockRequest(
+      keys,
+      options,
+      mode === 'try',
+      this.settings,
+      this.backends,
+      defaultBackend,
+    );
+    return this.acquisition.run(request, mode);
+  }
+
+  /** Runs `fn` inside a reentrancy scope holding `handle` (work shutdown can wait for). */
+  runInScope<T>(handle: LockHandle, fn: () => T): T {
+    return this.held.runScoped(handle.leases, () => this.context.run(handle, fn));
+  }
+
+  /** Innermost unreleased lock of this async context. */
+  current(): LockHandle | undefined {
+    return this.context.current();
+  }
+
+  /** Whether anyone holds `key` on the backend. */
+  async isLocked(key: unknown, options: unknown, defaultBackend?: string): Promise<boolean> {
+    const k = validateKey(key);
+    const opts = options === undefined ? {} : checkOptions(options, IS_LOCKED_KEYS, 'options');
+    const backendName = this.backends.resolve(opts.backend, defaultBackend);
+    const backend = this.backends.get(backendName);
+    try {
+      return await withTimeout(
+        backend.isLocked(this.settings.keyPrefix + k),
+        this.settings.operationTimeout,
+      );
+    } catch (err) {
+      throw toLockError(backendName, `isLocked failed for "${k}"`, err);
+    }
+  }
+
+  /** Subscribes to an event; returns the unsubscribe function. */
+  on(event: LockEventName, listener: LockEventListener): () => void {
+    return this.events.on(event, listener);
+  }
+
+  /**
+   * Pings backends (default all) in parallel, each bounded by `timeout`: per backend `up` or
+   * `down` with the latency and the reason. Never rejects for a store's failure.
+   */
+  async health(options?: unknown): Promise<Record<string, LockBackendHealth>> {
+    const opts = options === undefined ? {} : checkOptions(options, HEALTH_KEYS, 'options');
+    const timeout =
+      opts.timeout === undefined
+        ? DEFAULT_HEALTH_TIMEOUT_MS
+        : checkDuration(opts.timeout, 'options.timeout');
+    let names = this.backends.names();
+    if (opts.backends !== undefined) {
+      if (!Array.isArray(opts.backends) || opts.backends.length === 0)
+        throw new LockConfigError('options.backends', 'must be a non-empty array of backend names');
+      names = opts.backends.map((n: unknown) => {
+        if (typeof n !== 'string' || !this.backends.has(n)) throw this.backends.unknown(n);
+        return n;
+      });
+    }
+    return pingBackends(this.backends, names, timeout, this.shutdown.isClosing);
+  }
+
+  /** Metrics per backend. */
+  getMetrics(): Record<string, LockMetrics> {
+    return this.events.snapshot();
+  }
+
+  /**
+   * Shutdown, first phase: refuse new acquisitions and cancel waits at once; then, with
+   * `shutdown.inFlight: 'finish'`, give running work up to `shutdown.timeout` to finish and
+   * release its locks itself; then release every lock still held (its signal aborts).
+   */
+  beforeShutdown(): Promise<void> {
+    return this.shutdown.shutdown(this.held, (lease) => this.releaser.releaseNow(lease));
+  }
+
+  /** Shutdown, second phase: close every backend (each closes only the clients it created). */
+  async close(): Promise<void> {
+    await this.beforeShutdown();
+    if (this.closed) return;
+    this.closed = true;
+    await this.backends.closeAll(this.logger);
+  }
+}

@@ -1,0 +1,105 @@
+import { LockConfigError } from '../../errors/lock.errors';
+import { MAX_TIMER_MS } from './timers';
+
+/**
+ * Option-shape checks shared by the engine and every backend factory. Each throws
+ * `LockConfigError` naming `field`, so a bad option fails at bootstrap (or at the call) before
+ * any I/O, and says which option it was.
+ */
+
+/** A plain object (options bags). */
+export function checkObject(value: unknown, field: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new LockConfigError(field, `must be an object, got ${describe(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/**
+ * An options object (checked under `field`) with only `known` keys: a typo such as `timeout`
+ * for `waitTimeout` is refused instead of silently ignored. An unknown key is named
+ * `keyPrefix + key` (default `field.key`); `what` says whose option it is not.
+ */
+export function checkOptions(
+  value: unknown,
+  known: ReadonlySet<string>,
+  field: string,
+  keyPrefix = `${field}.`,
+  what = 'unknown option',
+): Record<string, unknown> {
+  const object = checkObject(value, field);
+  for (const name of Object.keys(object)) {
+    if (!known.has(name)) throw new LockConfigError(`${keyPrefix}${name}`, what);
+  }
+  return object;
+}
+
+/**
+ * A positive, finite duration in ms (ttl, timeouts): `0`, negatives, NaN and Infinity are
+ * refused; fractions are rounded up to whole ms.
+ */
+export function checkDuration(value: unknown, field: string): number {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new LockConfigError(field, `must be a number of milliseconds, got ${describe(value)}`);
+  }
+  if (!Number.isFinite(value)) throw new LockConfigError(field, 'must be finite');
+  if (value <= 0) throw new LockConfigError(field, `must be > 0, got ${value}`);
+  if (value > MAX_TIMER_MS) throw new LockConfigError(field, `must be at most ${MAX_TIMER_MS} ms`);
+  return Math.ceil(value);
+}
+
+/** A wait in ms: `0` = one try, `Infinity` = forever; negatives and NaN are refused. */
+export function checkWait(value: unknown, field: string): number {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new LockConfigError(field, `must be a number of milliseconds, got ${describe(value)}`);
+  }
+  if (value < 0) throw new LockConfigError(field, `must be >= 0, got ${value}`);
+  return value;
+}
+
+/** A finite, non-negative duration in ms (lockAtLeastFor). */
+export function checkNonNegativeDuration(value: unknown, field: string): number {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new LockConfigError(field, `must be a number of milliseconds, got ${describe(value)}`);
+  }
+  if (!Number.isFinite(value)) throw new LockConfigError(field, 'must be finite');
+  if (value < 0) throw new LockConfigError(field, `must be >= 0, got ${value}`);
+  if (value > MAX_TIMER_MS) throw new LockConfigError(field, `must be at most ${MAX_TIMER_MS} ms`);
+  return value;
+}
+
+/** A boolean option. */
+export function checkBoolean(value: unknown, field: string): boolean {
+  if (typeof value !== 'boolean') {
+    throw new LockConfigError(field, `must be true or false, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Exactly one of `names` is set in `config` (`url`, `clusterNodes` or `client`, say); returns
+ * the one that is.
+ */
+export function checkExactlyOne<K extends string>(
+  config: Partial<Record<K, unknown>>,
+  names: readonly K[],
+  field: string,
+): K {
+  const given = names.filter((name) => config[name] !== undefined);
+  if (given.length !== 1) {
+    const list = `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
+    throw new LockConfigError(field, `set exactly one of ${list}`);
+  }
+  return given[0];
+}
+
+/** Short description of a bad value for error messages (never dumps whole objects). */
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return `"${value.length > 40 ? value.slice(0, 40) + '…' : value}"`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+    return `${typeof value} ${String(value)}`;
+  }
+  return typeof value;
+}
