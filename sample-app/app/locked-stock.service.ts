@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { Locked, LockService, type Lock } from '../lib/index';
+import { Locked, LockService, type Lock } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
 import { SoldOutError, StaleFenceError, UnknownSkuError } from './inventory.errors';
 import { InventoryStore } from './inventory.store';

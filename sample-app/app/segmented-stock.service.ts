@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { LockService, type Lock } from '../lib/index';
+import { LockService, type Lock } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
 import { SoldOutError, StaleFenceError, UnknownSkuError } from './inventory.errors';
 import { InventoryStore, splitEvenly } from './inventory.store';
