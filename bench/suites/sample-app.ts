@@ -6,8 +6,8 @@ import {
   startApp,
   stopAllApps,
   type AppProcess,
-} from '../../sample-app/app-process';
-import { callJson, runLoad, type LoadResult } from '../../sample-app/load-client';
+} from '../../sample-app/demo/app-process';
+import { callJson, runLoad, type LoadResult } from '../../sample-app/demo/load-client';
 import type { Profile } from '../harness/profile';
 import { fmt, type SuiteResult } from '../harness/result';
 import { REDIS_URL } from '../harness/servers';

@@ -19,7 +19,7 @@ describe('npm run demo on every Node line', () => {
       // What `npm run demo` runs, with this Node; its app processes inherit it (process.execPath).
       const { stdout } = await runCommand(
         node,
-        ['-r', path.join(REPO_ROOT, 'scripts', 'ts-register.cjs'), 'sample-app/demo.ts'],
+        ['-r', path.join(REPO_ROOT, 'scripts', 'ts-register.cjs'), 'sample-app/demo/demo.ts'],
         { cwd: REPO_ROOT, timeoutMs: 240_000, env: { LOCK_BACKEND: undefined, STORE: undefined } },
       );
       expect(stdout).toContain('VERDICT: PASS');

@@ -1,4 +1,4 @@
-// The sample app's scheduled report (sample-app/report-job.ts: @Cron + @Locked with
+// The sample app's scheduled report (sample-app/app/report-job.ts: @Cron + @Locked with
 // onBusy 'skip' and lockAtLeastFor) in two real app processes firing every second: with one
 // shared lock store each tick runs exactly once between them, never twice and never on
 // neither. The control runs the same two processes each on its own in-process lock store, and
@@ -12,9 +12,9 @@ import {
   startApp,
   stopAllApps,
   type AppProcess,
-} from '../../sample-app/app-process';
-import { callJson } from '../../sample-app/load-client';
-import { readReportRuns, type ReportRun } from '../../sample-app/report-runs';
+} from '../../sample-app/demo/app-process';
+import { callJson } from '../../sample-app/demo/load-client';
+import { readReportRuns, type ReportRun } from '../../sample-app/demo/report-runs-reader';
 import { tempSqliteFile } from '../support/databases';
 import { startRedisNode, type RedisNode } from '../support/redis-servers';
 

@@ -12,7 +12,7 @@ import {
   startApp,
   stopAllApps,
   type AppProcess,
-} from '../../sample-app/app-process';
+} from '../../sample-app/demo/app-process';
 
 describe('sample app: /health and /metrics', () => {
   const dir = mkdtempSync(join(tmpdir(), 'inventory-obs-'));

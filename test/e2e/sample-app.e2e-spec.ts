@@ -1,4 +1,4 @@
-// The inventory sample app end to end: real app processes (sample-app/main.ts in child
+// The inventory sample app end to end: real app processes (sample-app/app/main.ts in child
 // processes) on each lock backend, a concurrent load spread across them, and the verdict read
 // back from the store. The unlocked mode must oversell under the same kind of load, or the
 // exactness checks would prove nothing.
@@ -8,8 +8,13 @@ import {
   startApp,
   stopAllApps,
   type AppProcess,
-} from '../../sample-app/app-process';
-import { callJson, runLoad, type JsonReply, type LoadResult } from '../../sample-app/load-client';
+} from '../../sample-app/demo/app-process';
+import {
+  callJson,
+  runLoad,
+  type JsonReply,
+  type LoadResult,
+} from '../../sample-app/demo/load-client';
 import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../support/databases';
 import { startZkStandalone, type ZkNode } from '../support/zk-servers';
 

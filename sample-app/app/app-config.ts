@@ -7,8 +7,23 @@
 
 import { shortestIntervalMs } from './report-schedule';
 
+// Each set of choices is listed once, as a value (validation needs it at runtime), and its type
+// is derived from that list, so the two cannot drift apart.
+const DEDUCT_MODES = ['lock', 'none', 'optimistic'] as const;
+const STORES = ['sqlite', 'postgres', 'mariadb'] as const;
+const LOCK_BACKENDS = [
+  'sqlite',
+  'memory',
+  'redis',
+  'redlock',
+  'zookeeper',
+  'postgres',
+  'mariadb',
+] as const;
+const STRATEGIES = ['table', 'for-update', 'advisory'] as const;
+
 /** How a deduction is protected against concurrent deductions of the same SKU. */
-export type DeductMode = 'lock' | 'none' | 'optimistic';
+export type DeductMode = (typeof DEDUCT_MODES)[number];
 
 /** The scheduled stock report (report-job.ts), when REPORT_CRON turns it on. */
 export interface ReportConfig {
@@ -21,14 +36,13 @@ export interface ReportConfig {
 }
 
 /** Where products, segments and the order ledger live. */
-export type StoreKind = 'sqlite' | 'postgres' | 'mariadb';
+export type StoreKind = (typeof STORES)[number];
 
 /** Which store the distributed locks live in. */
-export type LockBackendKind =
-  'sqlite' | 'memory' | 'redis' | 'redlock' | 'zookeeper' | 'postgres' | 'mariadb';
+export type LockBackendKind = (typeof LOCK_BACKENDS)[number];
 
 /** How the SQL lock backends (`sqlite`, `postgres`, `mariadb`) hold a lock. */
-export type SqlLockStrategy = 'table' | 'for-update' | 'advisory';
+export type SqlLockStrategy = (typeof STRATEGIES)[number];
 
 /** Connection settings of one SQL database. */
 export type DatabaseConfig =
@@ -95,18 +109,6 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-const DEDUCT_MODES: readonly DeductMode[] = ['lock', 'none', 'optimistic'];
-const STORES: readonly StoreKind[] = ['sqlite', 'postgres', 'mariadb'];
-const LOCK_BACKENDS: readonly LockBackendKind[] = [
-  'sqlite',
-  'memory',
-  'redis',
-  'redlock',
-  'zookeeper',
-  'postgres',
-  'mariadb',
-];
-const STRATEGIES: readonly SqlLockStrategy[] = ['table', 'for-update', 'advisory'];
 /** Table names are spliced into SQL, so the prefix must be a plain identifier start. */
 const TABLE_PREFIX = /^[a-z][a-z0-9_]{0,30}$/;
 
@@ -170,29 +172,47 @@ export function describeConfig(config: AppConfig): string {
   return `store=${where(config.store)} lock=${lock.backend} (${lockStore}) mode=${config.mode} segments=${config.segments}`;
 }
 
+/**
+ * What differs between the two database servers: the names of their variables and two
+ * defaults. Everything else (host, database name, the rules) is read the same way for both by
+ * `database()`, so it is written once.
+ */
+const SERVER_DATABASES = {
+  postgres: {
+    vars: {
+      host: 'PGHOST',
+      port: 'PGPORT',
+      user: 'PGUSER',
+      password: 'PGPASSWORD',
+      database: 'PGDATABASE',
+    },
+    port: 5432,
+    user: 'postgres',
+  },
+  mariadb: {
+    vars: {
+      host: 'MYSQL_HOST',
+      port: 'MYSQL_PORT',
+      user: 'MYSQL_USER',
+      password: 'MYSQL_PASSWORD',
+      database: 'MYSQL_DATABASE',
+    },
+    port: 3306,
+    user: 'root',
+  },
+} as const;
+
 function database(env: Env, kind: StoreKind): DatabaseConfig {
-  switch (kind) {
-    case 'sqlite':
-      return { kind, file: env.SQLITE_FILE || '.tmp/inventory.sqlite' };
-    case 'postgres':
-      return {
-        kind,
-        host: env.PGHOST || '127.0.0.1',
-        port: integer(env, 'PGPORT', 5432, 1, 65_535),
-        user: env.PGUSER || 'postgres',
-        password: env.PGPASSWORD ?? '',
-        database: env.PGDATABASE || 'inventory',
-      };
-    case 'mariadb':
-      return {
-        kind,
-        host: env.MYSQL_HOST || '127.0.0.1',
-        port: integer(env, 'MYSQL_PORT', 3306, 1, 65_535),
-        user: env.MYSQL_USER || 'root',
-        password: env.MYSQL_PASSWORD ?? '',
-        database: env.MYSQL_DATABASE || 'inventory',
-      };
-  }
+  if (kind === 'sqlite') return { kind, file: env.SQLITE_FILE || '.tmp/inventory.sqlite' };
+  const { vars, port, user } = SERVER_DATABASES[kind];
+  return {
+    kind,
+    host: env[vars.host] || '127.0.0.1',
+    port: integer(env, vars.port, port, 1, 65_535),
+    user: env[vars.user] || user,
+    password: env[vars.password] ?? '',
+    database: env[vars.database] || 'inventory',
+  };
 }
 
 /** Longest default lockAtLeastFor: beyond any plausible clock skew between replicas. */

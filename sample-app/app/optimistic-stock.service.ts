@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from './app-config';
-import { ContentionError, SoldOutError, UnknownSkuError } from './inventory.errors';
+import { ContentionError, UnknownSkuError } from './inventory.errors';
 import { InventoryStore } from './inventory.store';
 import { simulateWork } from './simulated-work';
-import type { OrderReceipt, StockPolicy } from './stock-policy';
+import { receiptOf, requireStock, type OrderReceipt, type StockPolicy } from './stock-policy';
 
 /**
  * Attempts before giving up with 409 CONTENTION. Under a burst on one SKU each round has one
@@ -30,9 +30,7 @@ export class OptimisticStockService implements StockPolicy {
   /** Deducts with version-checked retries. */
   async deduct(sku: string, qty: number): Promise<OrderReceipt> {
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      const product = await this.store.findProduct(sku);
-      if (product === null) throw new UnknownSkuError(sku);
-      if (product.stock < qty) throw new SoldOutError(sku, product.stock, qty);
+      const product = requireStock(await this.store.findProduct(sku), sku, qty);
       await simulateWork(this.config.workMs);
       const order = this.store.newOrder({
         sku,
@@ -42,15 +40,7 @@ export class OptimisticStockService implements StockPolicy {
         mode: 'optimistic',
       });
       if (await this.store.casDeduct(order, product.version)) {
-        return {
-          orderId: order.id,
-          sku,
-          qty,
-          stockLeft: product.stock - qty,
-          segment: null,
-          fence: null,
-          mode: 'optimistic',
-        };
+        return receiptOf(order, product.stock - qty);
       }
       await sleep(Math.random() * Math.min(MAX_BACKOFF_MS, attempt * 2));
     }

@@ -15,7 +15,7 @@
 import { type DynamicModule, Injectable, Module, type Type } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
-import { Locked, LockService } from '../lib/index';
+import { Locked, LockService } from '../../lib/index';
 import type { ReportConfig } from './app-config';
 import { OrderEntry } from './order.entity';
 import { Product } from './product.entity';

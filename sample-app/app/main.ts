@@ -1,5 +1,5 @@
 /**
- * Starts the inventory sample app: `node -r ./scripts/ts-register.cjs sample-app/main.ts`
+ * Starts the inventory sample app: `node -r ./scripts/ts-register.cjs sample-app/app/main.ts`
  * (or `npm run sample-app`). Configuration: environment variables, see sample-app/README.md.
  * Prints one line `Inventory app listening on <url> (...)` once it serves requests.
  */

@@ -2,7 +2,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
-import { LockModule } from '../lib/index';
+import { LockModule } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
 import { DatabaseModule } from './database.module';
 import { HealthModule } from './health.controller';

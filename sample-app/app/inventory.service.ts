@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LockService } from '../lib/index';
+import { LockService } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
 import { SegmentedNeedsLockError, SoldOutError, UnknownSkuError } from './inventory.errors';
 import { InventoryStore } from './inventory.store';

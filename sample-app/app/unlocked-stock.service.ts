@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from './app-config';
-import { SoldOutError, UnknownSkuError } from './inventory.errors';
+import { UnknownSkuError } from './inventory.errors';
 import { InventoryStore } from './inventory.store';
 import { simulateWork } from './simulated-work';
-import type { OrderReceipt, StockPolicy } from './stock-policy';
+import { receiptOf, requireStock, type OrderReceipt, type StockPolicy } from './stock-policy';
 
 /**
  * DEDUCT_MODE=none: the bug this library exists to prevent, kept on purpose for the demo.
@@ -21,21 +21,11 @@ export class UnlockedStockService implements StockPolicy {
 
   /** Unprotected read-modify-write. */
   async deduct(sku: string, qty: number): Promise<OrderReceipt> {
-    const product = await this.store.findProduct(sku);
-    if (product === null) throw new UnknownSkuError(sku);
-    if (product.stock < qty) throw new SoldOutError(sku, product.stock, qty);
+    const product = requireStock(await this.store.findProduct(sku), sku, qty);
     await simulateWork(this.config.workMs); // others read the same stock meanwhile
     const order = this.store.newOrder({ sku, qty, segment: null, fence: null, mode: 'none' });
     await this.store.overwriteStock(order, product.stock - qty);
-    return {
-      orderId: order.id,
-      sku,
-      qty,
-      stockLeft: product.stock - qty,
-      segment: null,
-      fence: null,
-      mode: 'none',
-    };
+    return receiptOf(order, product.stock - qty);
   }
 
   /** An atomic increment: correct without a lock, there is nothing to read first. */

@@ -1,5 +1,5 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, Logger } from '@nestjs/common';
-import { LockBackendError, LockError, LockLostError } from '../lib/index';
+import { LockBackendError, LockError, LockLostError } from '../../lib/index';
 
 /** The part of Express's response used here (`@types/express` is not a dependency). */
 interface JsonResponse {

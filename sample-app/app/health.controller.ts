@@ -5,7 +5,7 @@
  */
 import { Controller, Get, Inject, Module } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { LockHealthIndicator, LockHealthModule } from '../lib/terminus/index';
+import { LockHealthIndicator, LockHealthModule } from '../../lib/terminus/index';
 
 /** The health endpoint. */
 @Controller('health')

@@ -4,9 +4,10 @@
  * product store and needs no schema change, and because a reader (the e2e test, an operator
  * with `tail -f`) needs no database client and can read it after the processes have exited.
  * Each line is written by one `write` on a file opened with O_APPEND, so lines of processes
- * appending at the same time never interleave (on a local file system).
+ * appending at the same time never interleave (on a local file system). The app only writes
+ * it; the reader is on the demo side (sample-app/demo/report-runs-reader.ts).
  */
-import { appendFile, readFile } from 'node:fs/promises';
+import { appendFile } from 'node:fs/promises';
 
 /** One run of the report job. */
 export interface ReportRun {
@@ -27,19 +28,4 @@ export interface ReportRun {
 /** Appends one run to `file`. */
 export async function appendReportRun(file: string, run: ReportRun): Promise<void> {
   await appendFile(file, `${JSON.stringify(run)}\n`, 'utf8');
-}
-
-/** Every run recorded in `file`, in file order; none if the file does not exist. */
-export async function readReportRuns(file: string): Promise<ReportRun[]> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
-  return text
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as ReportRun);
 }

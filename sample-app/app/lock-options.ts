@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import type { LockBackendConfig, LockModuleOptions } from '../lib/index';
+import type { LockBackendConfig, LockModuleOptions } from '../../lib/index';
 import type { AppConfig } from './app-config';
 import { connectionOptions } from './data-source';
 

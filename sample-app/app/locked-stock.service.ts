@@ -1,11 +1,18 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { Locked, LockService, type Lock } from '../lib/index';
+import { Locked, LockService } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
 import { SoldOutError, StaleFenceError, UnknownSkuError } from './inventory.errors';
 import { InventoryStore } from './inventory.store';
 import { simulateWork } from './simulated-work';
-import type { OrderReceipt, StockPolicy, StocktakeReport } from './stock-policy';
+import {
+  fenceOf,
+  receiptOf,
+  requireStock,
+  type OrderReceipt,
+  type StockPolicy,
+  type StocktakeReport,
+} from './stock-policy';
 
 /**
  * DEDUCT_MODE=lock, unsegmented products: one lock per SKU (`stock:{sku}`), held across the
@@ -27,23 +34,13 @@ export class LockedStockService implements StockPolicy {
   @Locked('stock:{0}')
   async deduct(sku: string, qty: number): Promise<OrderReceipt> {
     const fence = this.fence();
-    const product = await this.store.findProduct(sku);
-    if (product === null) throw new UnknownSkuError(sku);
-    if (product.stock < qty) throw new SoldOutError(sku, product.stock, qty);
+    const product = requireStock(await this.store.findProduct(sku), sku, qty);
     await simulateWork(this.config.workMs);
     // Deliberately no "is the lock still held?" check here: it could pass and the lock still
     // expire before the UPDATE lands. The fence in the UPDATE is what actually decides.
     const order = this.store.newOrder({ sku, qty, segment: null, fence, mode: 'lock' });
     if (!(await this.store.fencedDeduct(order, fence))) throw await this.refusal(sku, qty, fence);
-    return {
-      orderId: order.id,
-      sku,
-      qty,
-      stockLeft: product.stock - qty,
-      segment: null,
-      fence,
-      mode: 'lock',
-    };
+    return receiptOf(order, product.stock - qty);
   }
 
   /** Restocks under the SKU's lock, fenced like a deduction. */
@@ -79,12 +76,7 @@ export class LockedStockService implements StockPolicy {
 
   /** The fence of the lock `@Locked` holds for this call. */
   private fence(): number {
-    const lock: Lock | undefined = this.locks.current();
-    if (lock?.fence === null || lock?.fence === undefined) {
-      // Every backend the app configures has fencing; without it the guard would be void.
-      throw new Error('the stock lock has no fencing token; refusing an unguarded write');
-    }
-    return lock.fence;
+    return fenceOf(this.locks.current());
   }
 
   /** Why a fenced deduction changed nothing: overtaken by a newer holder, or out of stock. */

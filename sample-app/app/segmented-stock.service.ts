@@ -1,12 +1,12 @@
 import { randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
-import { LockService, type Lock } from '../lib/index';
+import { LockService, type Lock } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
 import { SoldOutError, StaleFenceError, UnknownSkuError } from './inventory.errors';
 import { InventoryStore, splitEvenly } from './inventory.store';
 import { simulateWork } from './simulated-work';
-import type { OrderReceipt, StocktakeReport } from './stock-policy';
+import { fenceOf, receiptOf, type OrderReceipt, type StocktakeReport } from './stock-policy';
 
 /** The lock key of one segment of a SKU's stock. */
 export function segmentKey(sku: string, segment: number): string {
@@ -114,15 +114,7 @@ export class SegmentedStockService {
       await simulateWork(this.config.workMs);
       const order = this.store.newOrder({ sku, qty, segment, fence, mode: 'lock' });
       if (await this.store.fencedSegmentDeduct({ ...order, segment }, fence)) {
-        return {
-          orderId: order.id,
-          sku,
-          qty,
-          stockLeft: row.stock - qty,
-          segment,
-          fence,
-          mode: 'lock',
-        };
+        return receiptOf(order, row.stock - qty);
       }
       const now = await this.store.findSegment(sku, segment);
       if (now !== null && now.fence >= fence) {
@@ -133,11 +125,4 @@ export class SegmentedStockService {
       await lock.release().catch(() => undefined); // a failed release ends by the ttl
     }
   }
-}
-
-function fenceOf(lock: Lock): number {
-  if (lock.fence === null) {
-    throw new Error('the stock lock has no fencing token; refusing an unguarded write');
-  }
-  return lock.fence;
 }

@@ -1,8 +1,9 @@
 /**
- * Runs sample-app/main.ts as child processes (for the demo and the e2e tests): start with an
- * environment, wait for its "listening on <url>" line, stop it. Every child is tracked so a
- * launcher can always kill what it started, and runs with EXIT_WITH_PARENT=1 so it also exits
- * if the launcher dies without cleaning up (even by SIGKILL: its stdin pipe then closes).
+ * Runs sample-app/app/main.ts as child processes (for the demo, the e2e tests and the bench):
+ * start with an environment, wait for its "listening on <url>" line, stop it. Every child is
+ * tracked so a launcher can always kill what it started, and runs with EXIT_WITH_PARENT=1 so
+ * it also exits if the launcher dies without cleaning up (even by SIGKILL: its stdin pipe then
+ * closes).
  * Paths are relative to process.cwd(), the repo root under npm scripts and Jest.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -25,6 +26,11 @@ export interface AppProcess {
   stop(graceMs?: number): Promise<void>;
 }
 
+/**
+ * The app's entry point, relative to the repo root. A path, not an import: the demo side only
+ * ever runs the app as a separate process, as an operator would.
+ */
+const APP_ENTRY = 'sample-app/app/main.ts';
 const READY_LINE = /listening on (http:\/\/\S+)/;
 const OUTPUT_LIMIT = 8_192;
 const DEFAULT_READY_TIMEOUT_MS = 45_000;
@@ -72,7 +78,7 @@ export function startApp(
   const root = process.cwd();
   const child = spawn(
     process.execPath,
-    ['-r', join(root, 'scripts/ts-register.cjs'), join(root, 'sample-app/main.ts')],
+    ['-r', join(root, 'scripts/ts-register.cjs'), join(root, APP_ENTRY)],
     {
       cwd: root,
       env: { ...process.env, PORT: '0', ...env, EXIT_WITH_PARENT: '1' },

@@ -32,7 +32,7 @@ export class OrderEntry {
   @Column({ type: 'varchar', length: 16 })
   mode!: string;
 
-  /** Which app instance took it (`pid@port`), for tracing a run. */
+  /** Which app instance took it (`host/pid`, see InventoryStore.instance), for tracing a run. */
   @Column({ type: 'varchar', length: 64 })
   instance!: string;
 

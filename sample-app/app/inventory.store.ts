@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Injectable } from '@nestjs/common';
 import { DataSource, type Repository } from 'typeorm';
+import type { DeductMode } from './app-config';
 import { AtomicWriter, type SqlStep } from './atomic-writer';
 import { OrderEntry } from './order.entity';
 import { Product } from './product.entity';
@@ -14,7 +15,7 @@ export interface NewOrder {
   qty: number;
   segment: number | null;
   fence: number | null;
-  mode: string;
+  mode: DeductMode;
 }
 
 /** Orders recorded for one SKU. */
