@@ -313,6 +313,34 @@ describe('npm pack: the tarball in a fresh NestJS app', () => {
     expect(changelog).toContain(`\n## ${pkg.version} `);
   });
 
+  it('the published types expose no internal class: the engine, backends and contract stay private', () => {
+    const pkg = readJson<PackedPackageJson>(path.join(installed, 'package.json'));
+    const reachable = new Map<string, string>();
+    for (const target of Object.values(pkg.exports)) {
+      const types = typesTarget(target);
+      if (types === undefined) continue;
+      for (const file of reachableTypes(path.join(installed, types)).keys()) {
+        reachable.set(path.relative(installed, file), fs.readFileSync(file, 'utf8'));
+      }
+    }
+    // The public surface: the entries, the module, service, decorators, errors, options types.
+    const internal = [...reachable.keys()].filter(
+      (f) =>
+        /^dist\/(core\/(engine|contract|shared)|http)\//.test(f) ||
+        (f.startsWith('dist/backends/') && f !== 'dist/backends/backend-config.d.ts'),
+    );
+    expect(internal).toEqual([]);
+    // Declarations only: doc comments may say "lease" in prose.
+    const code = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+    const mentions = [...reachable].filter(([, text]) =>
+      /\b(LockEngine|LockManager|LockHandle|Lease|BackendRegistry|LOCK_ENGINE)\b/.test(code(text)),
+    );
+    expect(mentions.map(([file]) => file)).toEqual([]);
+    // LockService is injected, never constructed: its constructor takes nothing a user has.
+    expect(reachable.get('dist/lock.service.d.ts')).toMatch(/private constructor\(\);/);
+    expect(reachable.get('dist/lock.module.d.ts')).not.toMatch(/constructor\(/);
+  });
+
   it('every exports subpath has types under node10 resolution too (typesVersions)', () => {
     const pkg = readJson<
       PackedPackageJson & { typesVersions?: Record<string, Record<string, string[]>> }
