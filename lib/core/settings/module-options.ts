@@ -104,7 +104,7 @@ export async function buildLockRuntime(
   const metrics = options.metrics === undefined ? true : checkBoolean(options.metrics, 'metrics');
 
   // Only now, with everything validated, touch the outside world.
-  const otel = metrics ? await OtelLockMetrics.load() : undefined;
+  const otel = metrics ? await loadMetrics() : undefined;
   const backends = new Map<string, LockBackend>();
   try {
     for (const [name, factory] of factories) {
@@ -115,6 +115,18 @@ export async function buildLockRuntime(
     throw err;
   }
   return { settings: otel ? { ...settings, otel } : settings, backends };
+}
+
+/** The OpenTelemetry instruments; a broken `@opentelemetry/api` install names the option. */
+async function loadMetrics(): Promise<OtelLockMetrics | undefined> {
+  try {
+    return await OtelLockMetrics.load();
+  } catch (err) {
+    throw new LockConfigError(
+      'metrics',
+      `@opentelemetry/api is installed but could not be loaded (${messageOf(err)}); fix the install or set metrics: false`,
+    );
+  }
 }
 
 /** Builds one backend; a failure that is not already a `LockError` names the backend. */

@@ -28,7 +28,9 @@ export async function loadOptionalPackage<T extends object>(
     }
     throw err;
   }
-  for (const candidate of [loaded, (loaded as { default?: unknown } | null)?.default]) {
+  // `default` first: a CommonJS export loaded through an interop helper is copied onto a
+  // namespace object that has its properties but is not it (redlock's class is the export).
+  for (const candidate of [(loaded as { default?: unknown } | null)?.default, loaded]) {
     if (candidate !== null && (typeof candidate === 'object' || typeof candidate === 'function')) {
       if ((candidate as Record<PropertyKey, unknown>)[exportName as PropertyKey] !== undefined) {
         return candidate as T;
