@@ -69,6 +69,7 @@ export class RedlockLockBackend implements LockBackend {
    * (`driftFactor * ttl + 2 ms`): a lease is trusted only that long from when it was asked for.
    */
   leaseValidity(ttlMs: number): number {
+    if (this.driftFactor <= 0) return ttlMs; // drift explicitly ruled out by the user
     return ttlMs - Math.round(this.driftFactor * ttlMs) - 2;
   }
 
