@@ -323,6 +323,31 @@ describe('LockModule.forRootAsync', () => {
       await app.close();
     }
   });
+
+  it('@InjectLockBackend works whatever the order: a class defined after forRootAsync() ran', async () => {
+    // The module is declared first, as when it sits in a file imported before the consumer's.
+    const lockModule = LockModule.forRootAsync({
+      useFactory: (): LockModuleOptions => ({
+        backends: { a: MEMORY, late: MEMORY },
+        defaultBackend: 'a',
+      }),
+    });
+    @Injectable()
+    class LateConsumer {
+      constructor(@InjectLockBackend('late') readonly locks: LockService) {}
+    }
+    const app = await bootstrap([lockModule], [LateConsumer]);
+    try {
+      const lock = await app.get(LateConsumer).locks.acquire('late-key');
+      try {
+        expect(lock.backend).toBe('late');
+      } finally {
+        await lock.release();
+      }
+    } finally {
+      await app.close();
+    }
+  });
 });
 
 describe('isGlobal', () => {
