@@ -1,7 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { LockConfigError } from '../errors/lock.errors';
 import { familyOf, IDENTIFIER, SqlDialect } from '../backends/sql/sql-dialect';
-import type { SqlDataSource } from '../backends/sql/typeorm-types';
 
 /**
  * A TypeORM migration class creating the lock table (`tableName`, default `distributed_lock`)
@@ -34,7 +33,7 @@ export function createDistributedLockMigration(
 }
 
 function dialectOf(queryRunner: QueryRunner): SqlDialect {
-  const family = familyOf(queryRunner.connection as unknown as SqlDataSource);
+  const family = familyOf(queryRunner.connection.options.type);
   if (!family) {
     throw new LockConfigError(
       'dataSource',

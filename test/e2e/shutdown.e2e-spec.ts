@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { advisoryKey64 } from '../../lib/backends/sql/pinned-connections';
+import { advisoryKey64 } from '../../lib/backends/sql/advisory.strategy';
 import { dataSourceOptions, dropTable, uniqueTableName } from '../support/databases';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';

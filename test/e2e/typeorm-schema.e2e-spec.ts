@@ -149,6 +149,72 @@ describe('typeorm entity and configuration', () => {
     }
   });
 
+  it('for-update on a DataSource DI creates late still queues waiters in the database', async () => {
+    const tableName = uniqueTableName('lateq');
+    let created: DataSource | undefined;
+    @Module({
+      providers: [
+        {
+          provide: 'LATE_QUEUE_DS',
+          useFactory: async () => {
+            await new Promise((r) => setTimeout(r, 50));
+            created = new DataSource(dataSourceOptions('postgres') as never);
+            return created.initialize();
+          },
+        },
+      ],
+      exports: ['LATE_QUEUE_DS'],
+    })
+    class LateQueueDbModule {}
+    try {
+      const t = await createLockApp(
+        {
+          backends: {
+            db: {
+              type: 'typeorm',
+              dataSourceToken: 'LATE_QUEUE_DS',
+              tableName,
+              createTable: true,
+              strategy: 'for-update',
+            },
+          },
+        },
+        { imports: [LateQueueDbModule] },
+      );
+      try {
+        expect(t.manager.getBackend('db').capabilities.waiting).toBe('queue');
+        const holder = await t.locks.acquire('queued', { ttl: 10_000 });
+        const waiter = t.locks.acquire('queued', { ttl: 10_000, waitTimeout: 10_000 });
+        waiter.catch(() => undefined); // awaited below; a failed check must not leave it unhandled
+        // The waiter's SELECT ... FOR UPDATE waits on the row lock in the database (a poller
+        // would only ever send NOWAIT attempts, never seen waiting on a lock).
+        const waitingInDatabase = async (): Promise<boolean> => {
+          const rows = (await created!.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+            [`%${tableName}%FOR UPDATE%`],
+          )) as Array<{ n: number }>;
+          return rows[0].n === 1;
+        };
+        let seen = false;
+        for (const stop = Date.now() + 5_000; !seen && Date.now() < stop;) {
+          seen = await waitingInDatabase();
+          if (!seen) await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(seen).toBe(true);
+        await holder.release();
+        const lock = await waiter;
+        expect(lock.isHeld()).toBe(true);
+        expect(lock.fence).toBeGreaterThan(holder.fence!);
+        await lock.release();
+      } finally {
+        await t.close();
+      }
+    } finally {
+      if (created?.isInitialized) await created.destroy();
+      await dropTable('postgres', tableName);
+    }
+  }, 30_000);
+
   it('refuses strategies a database cannot support, and bad table names, at bootstrap', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [
       [

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { LockLossListener } from '../../core/contract/lock-backend';
 import { LockBackendError } from '../../errors/lock.errors';
 import { storedKey } from './sql-dialect';
-import type { SqlSource } from './sql-source';
+import type { SqlDatabase } from './sql-source';
 import type { SqlDataSource, SqlRunner } from './typeorm-types';
 
 /** One held lock and the connection it lives on. */
@@ -10,6 +9,8 @@ export interface Pinned {
   readonly key: string;
   readonly token: string;
   readonly runner: SqlRunner;
+  /** The database `runner` belongs to. */
+  readonly db: SqlDatabase;
   /** Stops watching the connection. */
   unwatch(): void;
 }
@@ -30,10 +31,7 @@ export class PinnedConnections {
   private pinned = 0;
   private lostListener: LockLossListener = () => undefined;
 
-  constructor(
-    readonly source: SqlSource,
-    private readonly backendName: string,
-  ) {}
+  constructor(private readonly backendName: string) {}
 
   /** Registers the loss listener (the core's). */
   onLost(listener: LockLossListener): void {
@@ -41,8 +39,8 @@ export class PinnedConnections {
   }
 
   /** A dedicated connection, or `LockBackendError` when that would exhaust the pool. */
-  async pin(): Promise<SqlRunner> {
-    const ds = await this.source.get();
+  async pin(db: SqlDatabase): Promise<SqlRunner> {
+    const ds = db.dataSource;
     const max = Math.max(1, poolSize(ds) - RESERVED_CONNECTIONS);
     if (this.pinned >= max) {
       throw new LockBackendError(
@@ -51,7 +49,7 @@ export class PinnedConnections {
       );
     }
     this.pinned++;
-    const runner = ds.createQueryRunner();
+    const runner = db.connection();
     try {
       await runner.connect();
       return runner;
@@ -76,15 +74,20 @@ export class PinnedConnections {
    * must not be handed out; a successful round trip after the draw means every later holder
    * draws a later fence.
    */
-  async grant(key: string, token: string, runner: SqlRunner): Promise<number | null> {
-    const fence = await this.nextFence(key);
-    if (!(await PinnedConnections.alive(runner))) return null;
-    this.hold(key, token, runner);
+  async grant(
+    db: SqlDatabase,
+    key: string,
+    token: string,
+    runner: SqlRunner,
+  ): Promise<number | null> {
+    const fence = await nextFence(db, key);
+    if (!(await connectionAnswers(runner))) return null;
+    this.hold(db, key, token, runner);
     return fence;
   }
 
   /** Records a held lock and reports it lost the moment its connection dies. */
-  private hold(key: string, token: string, runner: SqlRunner): void {
+  private hold(db: SqlDatabase, key: string, token: string, runner: SqlRunner): void {
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
       const pinned = this.held.get(slot(key, token));
@@ -104,6 +107,7 @@ export class PinnedConnections {
       key,
       token,
       runner,
+      db,
       unwatch: () => {
         connection?.removeListener?.('error', onDeath);
         connection?.removeListener?.('end', onDeath);
@@ -116,37 +120,24 @@ export class PinnedConnections {
     });
   }
 
-  /**
-   * One round trip on `runner`: true when its connection still answers. A lock bound to the
-   * connection is held while it answers; an error means the connection, and the lock, are gone.
-   */
-  static async alive(this: void, runner: SqlRunner): Promise<boolean> {
-    try {
-      await runner.query('SELECT 1 AS alive', [], true);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   /** The held lock for (key, token), if this process holds it. */
   get(key: string, token: string): Pinned | undefined {
     return this.held.get(slot(key, token));
   }
 
   /**
-   * Whether (key, token) is still held here: its pinned connection answers `probe` (default a
-   * plain ping) with a truthy value. A dead connection took the lock with it, so it is dropped.
+   * Whether (key, token) is still held here: `probe` of its pinned connection says `true`.
+   * Otherwise, or when the connection is gone (and the lock with it), the held lock is dropped.
    */
   async stillHeld(
     key: string,
     token: string,
-    probe: (runner: SqlRunner) => Promise<boolean> = PinnedConnections.alive,
+    probe: (pinned: Pinned) => Promise<boolean>,
   ): Promise<boolean> {
     const pinned = this.get(key, token);
     if (!pinned) return false;
     try {
-      if (await probe(pinned.runner)) return true;
+      if (await probe(pinned)) return true;
     } catch {
       // the connection is gone, and the lock with it
     }
@@ -164,38 +155,6 @@ export class PinnedConnections {
   /** Releases every held lock's connection (shutdown). */
   async closeAll(): Promise<void> {
     for (const pinned of [...this.held.values()]) await this.drop(pinned);
-  }
-
-  /**
-   * Next fence for `key`, from a counter row updated in autocommit on a pooled connection (not
-   * the pinned one: a rolled-back transaction must never hand the same fence out twice).
-   */
-  private async nextFence(key: string): Promise<number> {
-    const { dialect, table } = this.source;
-    const counter = storedKey(`\u0000fence\u0000${key}`);
-    if (dialect.family === 'postgres') {
-      const result = await this.source.exec(
-        `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, 1) ON CONFLICT (lock_key) DO UPDATE SET fence = ${table}.fence + 1 RETURNING fence`,
-        [counter, `fence of ${key.slice(0, 200)}`],
-      );
-      return Number(result.records[0].fence);
-    }
-    // MySQL/MariaDB: LAST_INSERT_ID(expr) hands the new value back on the same connection.
-    const ds = await this.source.get();
-    const runner = ds.createQueryRunner();
-    try {
-      await runner.query(
-        `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`,
-        [counter, `fence of ${key.slice(0, 200)}`],
-        true,
-      );
-      const result = await runner.query('SELECT LAST_INSERT_ID() AS fence', [], true);
-      return Number(result.records[0].fence);
-    } catch (err) {
-      throw this.source.explain(err);
-    } finally {
-      await runner.release();
-    }
   }
 }
 
@@ -221,12 +180,46 @@ export function poolSize(ds: SqlDataSource): number {
   return DEFAULT_POOL_SIZE;
 }
 
-/** Signed 64-bit advisory key for Postgres (first 8 bytes of SHA-256), as a decimal string. */
-export function advisoryKey64(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest().readBigInt64BE(0).toString();
+/**
+ * Next fence for `key`, from a counter row updated in autocommit on a pooled connection (not
+ * the pinned one: a rolled-back transaction must never hand the same fence out twice).
+ */
+async function nextFence(db: SqlDatabase, key: string): Promise<number> {
+  const { dialect, table } = db;
+  const counter = storedKey(`\u0000fence\u0000${key}`);
+  if (dialect.family === 'postgres') {
+    const result = await db.exec(
+      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, 1) ON CONFLICT (lock_key) DO UPDATE SET fence = ${table}.fence + 1 RETURNING fence`,
+      [counter, `fence of ${key.slice(0, 200)}`],
+    );
+    return Number(result.records[0].fence);
+  }
+  // MySQL/MariaDB: LAST_INSERT_ID(expr) hands the new value back on the same connection.
+  const runner = db.connection();
+  try {
+    await runner.query(
+      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`,
+      [counter, `fence of ${key.slice(0, 200)}`],
+      true,
+    );
+    const result = await runner.query('SELECT LAST_INSERT_ID() AS fence', [], true);
+    return Number(result.records[0].fence);
+  } catch (err) {
+    throw db.explain(err);
+  } finally {
+    await runner.release();
+  }
 }
 
-/** MariaDB/MySQL GET_LOCK name: at most 64 characters, from SHA-256. */
-export function advisoryLockName(key: string): string {
-  return `dl:${createHash('sha256').update(key, 'utf8').digest('hex').slice(0, 60)}`;
+/**
+ * One round trip on `runner`: `true` when its connection still answers. A lock bound to the
+ * connection is held while it answers; an error means the connection, and the lock, are gone.
+ */
+export async function connectionAnswers(runner: SqlRunner): Promise<boolean> {
+  try {
+    await runner.query('SELECT 1 AS alive', [], true);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { SqlDataSource } from './typeorm-types';
 
 /**
  * This boot's id on Linux (`/proc/sys/kernel/random/boot_id`), or `undefined` elsewhere. With
@@ -20,9 +19,9 @@ const BOOT_ID: string | undefined = (() => {
 /** The SQL families the backend speaks. */
 export type SqlFamily = 'postgres' | 'mysql' | 'sqlite';
 
-/** Maps a TypeORM driver type to its SQL family, or `undefined` if unsupported. */
-export function familyOf(dataSource: SqlDataSource): SqlFamily | undefined {
-  switch (dataSource.options.type) {
+/** Maps a TypeORM driver type (`DataSource.options.type`) to its SQL family, or `undefined`. */
+export function familyOf(type: string): SqlFamily | undefined {
+  switch (type) {
     case 'postgres':
       return 'postgres';
     case 'mysql':

@@ -1,0 +1,64 @@
+import type { SqlDatabase } from './sql-source';
+import type { SqlRunner } from './typeorm-types';
+
+/**
+ * How the SQL backend holds a lock: only the statements that take, check and release it.
+ * Everything else (finding the DataSource, the key's row, pinned connections, fences, loss
+ * detection, waiting, ping, close) is {@link SqlLockBackend}'s, written once for all of them.
+ * Modelled on madelson/DistributedLock's `IDbSynchronizationStrategy`.
+ */
+export type SqlLockStrategy = LeaseStrategy | SessionStrategy;
+
+/** What every strategy answers. */
+interface StrategyBase {
+  /** Whether anyone holds `key` right now, asked on a pooled connection. */
+  isLocked(db: SqlDatabase, key: string): Promise<boolean>;
+}
+
+/**
+ * A lock stored as a lease in the key's row (owner, expiry, fence): the database expires it by
+ * itself, so every statement runs on any pooled connection.
+ */
+export interface LeaseStrategy extends StrategyBase {
+  readonly kind: 'lease';
+  /**
+   * Takes the key for `token` for `ttlMs` if it is free or expired, and returns its new fence;
+   * `null` when it is held, or when its row does not exist yet (the backend then creates the
+   * row and asks once more).
+   */
+  take(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<number | null>;
+  /** Extends the lease to `ttlMs` if `token` still holds it. */
+  renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean>;
+  /** Frees the key if `token` holds it; `false` when it did not (anymore). */
+  release(db: SqlDatabase, key: string, token: string): Promise<boolean>;
+}
+
+/**
+ * A lock that lives as long as one database session: the backend pins a connection for it,
+ * draws its fence, watches the connection and gives it back after `release`.
+ */
+export interface SessionStrategy extends StrategyBase {
+  readonly kind: 'session';
+  /** The lock is on the key's row, which the backend creates first if it is missing. */
+  readonly locksKeyRow: boolean;
+  /**
+   * The database can wait for a busy lock itself (`take` with `waitMs > 0`): waiters then queue
+   * in the database (`waiting: 'queue'`) instead of polling.
+   */
+  readonly waitsInDatabase: boolean;
+  /**
+   * Takes the lock of `key` on `runner`, waiting up to `waitMs` in the database (`0`: no wait):
+   * `true` when `runner` now holds it. On `false` or an error the connection is left as it was.
+   */
+  take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean>;
+  /**
+   * Whether `runner` still holds the lock of `key`. Absent: the connection answering is proof
+   * enough (the lock lives exactly as long as it). Rejecting means the connection is gone.
+   */
+  probe?(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean>;
+  /**
+   * Releases the lock of `key` held on `runner`; `false` when it was not held there. Rejecting
+   * means the connection is gone, and the lock with it.
+   */
+  release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean>;
+}
