@@ -21,6 +21,6 @@ export interface BackendContext {
 /**
  * Backend types by their `type` name, each loading its factory (and so its optional peer
  * package) only when a backend of that type is configured. The engine receives it; only the
- * registration file (`lib/backends/registry.ts`) knows every backend.
+ * registration file (`lib/backends/backend-types.ts`) knows every backend.
  */
 export type BackendTypes = Readonly<Record<string, () => Promise<BackendFactory<unknown>>>>;
