@@ -3,7 +3,6 @@ import { runLockConformance } from './lock-conformance';
 runLockConformance({
   name: 'memory',
   setup: async () => ({ config: { type: 'memory' } }),
-  fencing: true,
-  leaseBased: true,
+  capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
   shortTtl: 300,
 });

@@ -11,8 +11,7 @@ runLockConformance({
       teardown: () => cluster.stop(),
     };
   },
-  fencing: true,
-  leaseBased: true,
+  capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
   shortTtl: 300,
   sharedAcrossApps: true,
 });

@@ -7,8 +7,7 @@ runLockConformance({
   setup: async () => ({
     config: { type: 'redis', url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
   }),
-  fencing: true,
-  leaseBased: true,
+  capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
   shortTtl: 300,
   sharedAcrossApps: true,
 });

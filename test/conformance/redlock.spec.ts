@@ -13,8 +13,7 @@ runLockConformance({
       },
     };
   },
-  fencing: true,
-  leaseBased: true,
+  capabilities: { leaseBased: true, fencing: true, waiting: 'poll' },
   shortTtl: 300,
   sharedAcrossApps: true,
 });

@@ -2,6 +2,17 @@ import { dataSourceOptions, dropTable, uniqueTableName, type DbKind } from '../s
 import type { ConformanceTarget } from './lock-conformance';
 
 /**
+ * What each strategy is: the table a lease row that expires by itself, polled; for-update a row
+ * lock held by a connection's open transaction, waited for in the database's own lock queue;
+ * advisory a session lock of a connection, polled (no queue the engine can wait in).
+ */
+const CAPABILITIES = {
+  table: { leaseBased: true, fencing: true, waiting: 'poll' },
+  'for-update': { leaseBased: false, fencing: true, waiting: 'queue' },
+  advisory: { leaseBased: false, fencing: true, waiting: 'poll' },
+} as const satisfies Record<string, ConformanceTarget['capabilities']>;
+
+/**
  * A typeorm conformance target: its own table (created by the backend on first use), dropped
  * after the run. Session strategies pin a connection per held lock, so the pool is sized for
  * the battery's widest case (11 locks held at once).
@@ -34,8 +45,7 @@ export function typeormTarget(
         },
       };
     },
-    fencing: true,
-    leaseBased: strategy === 'table',
+    capabilities: CAPABILITIES[strategy],
     shortTtl: 600,
     sharedAcrossApps: true,
   };

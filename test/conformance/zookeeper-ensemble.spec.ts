@@ -15,8 +15,7 @@ runLockConformance({
       teardown: () => ensemble.stop(),
     };
   },
-  fencing: true,
-  leaseBased: false,
+  capabilities: { leaseBased: false, fencing: true, waiting: 'queue-first' },
   shortTtl: 600,
   sharedAcrossApps: true,
 });

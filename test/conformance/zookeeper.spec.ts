@@ -11,8 +11,7 @@ runLockConformance({
       teardown: () => zk.destroy(),
     };
   },
-  fencing: true,
-  leaseBased: false,
+  capabilities: { leaseBased: false, fencing: true, waiting: 'queue-first' },
   shortTtl: 600,
   sharedAcrossApps: true,
 });
