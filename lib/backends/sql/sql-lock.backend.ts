@@ -25,6 +25,8 @@ const PG_WAIT_CHUNK_MS = 2_000;
  */
 export class SqlLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities;
+  /** Present only for a strategy that waits in the database (`waiting: 'queue'`). */
+  readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   private readonly pins: PinnedConnections;
 
   constructor(
@@ -33,36 +35,18 @@ export class SqlLockBackend implements LockBackend {
     backendName: string,
   ) {
     this.pins = new PinnedConnections(backendName);
+    const waitsInDatabase = strategy.kind === 'session' && strategy.waitsInDatabase;
     this.capabilities = {
       leaseBased: strategy.kind === 'lease',
       fencing: true,
-      waiting: strategy.kind === 'session' && strategy.waitsInDatabase ? 'queue' : 'poll',
+      waiting: waitsInDatabase ? 'queue' : 'poll',
     };
+    if (waitsInDatabase) this.acquire = (request) => this.waitInDatabase(request);
   }
 
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
     const fence = await this.take(await this.source.open(), request, 0);
     return fence === null ? null : { fence };
-  }
-
-  /**
-   * Waits in the database, in chunks so that an abort is seen between them: Postgres waits up
-   * to `PG_WAIT_CHUNK_MS` at a time; MariaDB waits in whole seconds, so below one second it
-   * polls without waiting instead. Called only when `waiting` is `'queue'` (a strategy that
-   * waits in the database); any other strategy would poll here.
-   */
-  async acquire(request: QueuedRequest): Promise<LockGrant | null> {
-    const db = await this.source.open();
-    const deadline = monotonicNow() + request.waitMs;
-    for (;;) {
-      const remaining = deadline - monotonicNow();
-      if (remaining <= 0 || request.signal.aborted) return null;
-      const chunk =
-        this.capabilities.waiting === 'queue' ? waitChunk(db.dialect.family, remaining) : 0;
-      const fence = await this.take(db, request, chunk);
-      if (fence !== null) return { fence };
-      if (chunk === 0) await sleep(Math.min(remaining, 25 + Math.random() * 25), request.signal);
-    }
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
@@ -106,6 +90,24 @@ export class SqlLockBackend implements LockBackend {
   async close(): Promise<void> {
     await this.pins.closeAll();
     await this.source.close();
+  }
+
+  /**
+   * Waits in the database, in chunks so that an abort is seen between them: Postgres waits up
+   * to `PG_WAIT_CHUNK_MS` at a time; MariaDB waits in whole seconds, so below one second it
+   * tries without waiting and sleeps briefly instead.
+   */
+  private async waitInDatabase(request: QueuedRequest): Promise<LockGrant | null> {
+    const db = await this.source.open();
+    const deadline = monotonicNow() + request.waitMs;
+    for (;;) {
+      const remaining = deadline - monotonicNow();
+      if (remaining <= 0 || request.signal.aborted) return null;
+      const chunk = waitChunk(db.dialect.family, remaining);
+      const fence = await this.take(db, request, chunk);
+      if (fence !== null) return { fence };
+      if (chunk === 0) await sleep(Math.min(remaining, 25 + Math.random() * 25), request.signal);
+    }
   }
 
   /** One attempt, waiting up to `waitMs` in the database if the strategy can. */
