@@ -8,7 +8,7 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { machineLine } from '../test/chaos/machine';
+import { machineLine } from '../servers/machine';
 import { PROFILES, type Profile } from './harness/profile';
 import type { BenchRun, SuiteResult } from './harness/result';
 import { redisVersion } from './harness/servers';

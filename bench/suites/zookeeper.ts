@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { startZkStandalone, stopAllZk } from '../../test/support/zk-servers';
+import { startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 import { handoffFor, runHandoffs } from '../harness/contended';
 import { contendedChart, contendedTable } from '../harness/contended-table';
 import { cycleTable } from '../harness/cycle-table';

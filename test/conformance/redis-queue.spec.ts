@@ -4,7 +4,7 @@ import Redis from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import type { Lock, LockModuleOptions } from '../../lib';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { redisCommand, startRedisNode } from '../support/redis-servers';
+import { redisCommand, startRedisNode } from '../../servers/redis-servers';
 
 // The Redis backend's FIFO wait queue, on the machine's Redis: waiters are served in arrival
 // order (a release hands the lock to the first in line), a waiter that gives up leaves at

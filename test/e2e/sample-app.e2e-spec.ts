@@ -10,8 +10,8 @@ import {
   type AppProcess,
 } from '../../sample-app/app-process';
 import { callJson, runLoad, type JsonReply, type LoadResult } from '../../sample-app/load-client';
-import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../support/databases';
-import { startZkStandalone, type ZkNode } from '../support/zk-servers';
+import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../../servers/databases';
+import { startZkStandalone, type ZkNode } from '../../servers/zk-servers';
 
 const STOCK = 15;
 const ORDERS = 40;

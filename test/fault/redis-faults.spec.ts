@@ -6,7 +6,12 @@ import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import { startHolder } from '../support/holder-process';
 import { createLockApp } from '../support/lock-app';
-import { redisCommand, startRedisNode, startRedisNodes, stopAll } from '../support/redis-servers';
+import {
+  redisCommand,
+  startRedisNode,
+  startRedisNodes,
+  stopAll,
+} from '../../servers/redis-servers';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -11,7 +11,7 @@ import {
   uniqueTableName,
   type DbKind,
   type MariadbUser,
-} from '../support/databases';
+} from '../../servers/databases';
 import { startHolder } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 

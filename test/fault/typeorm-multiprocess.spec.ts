@@ -8,7 +8,7 @@ import {
   tempSqliteFile,
   uniqueTableName,
   SQL_LOCK_PAIRS,
-} from '../support/databases';
+} from '../../servers/databases';
 import { checkHistory, readHistory } from '../support/history';
 import { runLockWorkers } from '../support/worker-pool';
 

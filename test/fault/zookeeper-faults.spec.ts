@@ -7,8 +7,8 @@ import type { Lock, LockModuleOptions } from '../../lib/lock.interfaces';
 import { checkHistory, HistoryRecorder, readHistory } from '../support/history';
 import { startHolder } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { startTcpProxy } from '../support/tcp-proxy';
-import { startZkEnsemble, startZkStandalone, stopAllZk } from '../support/zk-servers';
+import { startTcpProxy } from '../../servers/tcp-proxy';
+import { startZkEnsemble, startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
 const SESSION_MS = 3_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

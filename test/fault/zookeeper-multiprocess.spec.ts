@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { checkHistory, readHistory } from '../support/history';
 import { runLockWorkers } from '../support/worker-pool';
-import { startZkStandalone, stopAllZk } from '../support/zk-servers';
+import { startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
 afterAll(() => stopAllZk());
 

@@ -56,7 +56,7 @@ async function expectGone(node: ZkNode, pid: number): Promise<void> {
 async function leftBehindBySigkilledProcess(): Promise<{ pid: number; dir: string }> {
   const root = process.cwd();
   const script = `
-    require(${JSON.stringify(join(root, 'test/support/zk-servers.ts'))})
+    require(${JSON.stringify(join(root, 'servers/zk-servers.ts'))})
       .startZkStandalone()
       .then((node) => {
         process.stdout.write(node.pid() + ' ' + node.dir + '\\n');

@@ -150,7 +150,7 @@ function parseMode(srvr: string): ZkMode {
 
 /** Every node not yet destroyed, for stopAllZk(): shared by every copy of this module. */
 function liveNodes(): Set<ManagedZkNode> {
-  return processWide('nestjs-distributed-lock/test/zk-servers', () => new Set<ManagedZkNode>());
+  return processWide('nestjs-distributed-lock/servers/zk-servers', () => new Set<ManagedZkNode>());
 }
 
 /** A ZooKeeper node failing to start; `addressInUse` when it could not bind a port. */
@@ -188,7 +188,7 @@ function writeConfig(dir: string, id: number, all: NodePorts[], tickTime: number
   const ensemble = all.length > 1;
   const self = ensemble ? all[id - 1] : all[0];
   const lines = [
-    '# written by test/support/zk-servers.ts',
+    '# written by servers/zk-servers.ts',
     `tickTime=${tickTime}`,
     `initLimit=${Math.max(5, Math.ceil(10_000 / tickTime))}`, // ~10 s for followers to sync
     `syncLimit=${Math.max(2, Math.ceil(3_000 / tickTime))}`, // ~3 s without the leader: re-elect

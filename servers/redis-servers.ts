@@ -57,7 +57,7 @@ export interface RedisClusterHandle {
 
 /** Every node not yet stopped, for stopAll(): shared by every copy of this module in the process. */
 function liveNodes(): Set<RedisNode> {
-  return processWide('nestjs-distributed-lock/test/redis-servers', () => new Set<RedisNode>());
+  return processWide('nestjs-distributed-lock/servers/redis-servers', () => new Set<RedisNode>());
 }
 
 // ---------------------------------------------------------------------------------------------

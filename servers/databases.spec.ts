@@ -1,4 +1,4 @@
-// Proves test/support/databases.ts against the real servers (scripts/ensure-services.sh), and pins
+// Proves servers/databases.ts against the real servers (scripts/ensure-services.sh), and pins
 // down what TypeORM 1.x returns for UPDATE/DELETE on each driver (the SQL backends rely on it).
 import { describe, it, expect, afterEach } from '@jest/globals';
 import { DataSource, type DataSourceOptions, type QueryRunner } from 'typeorm';

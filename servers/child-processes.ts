@@ -60,7 +60,7 @@ interface Bookkeeping {
 }
 
 function bookkeeping(): Bookkeeping {
-  return processWide('nestjs-distributed-lock/test/child-processes', () => {
+  return processWide('nestjs-distributed-lock/servers/child-processes', () => {
     const state: Bookkeeping = { children: new Set(), dirs: new Set() };
     realProcess().on('exit', () => {
       for (const child of state.children) {

@@ -48,7 +48,7 @@ async function leftBehindByChildProcess(
 ): Promise<{ pid: number; dir: string }> {
   const root = process.cwd();
   const script = `
-    require(${JSON.stringify(join(root, 'test/support/redis-servers.ts'))})
+    require(${JSON.stringify(join(root, 'servers/redis-servers.ts'))})
       .startRedisNode()
       .then((node) => {
         process.stdout.write(node.pid() + ' ' + node.dir + '\\n');
