@@ -1,8 +1,8 @@
-// What the server harnesses (redis-servers.ts, zk-servers.ts) share: free ports, log tails, and
-// the bookkeeping that makes sure a server child process never outlives the test process.
-// Node built-ins only. Jest notes: every test file gets its own copy of this module and of
-// `process` (whose 'exit' event never fires), so process-wide state lives on the real process
-// object, reached through the main V8 context.
+// What the server harnesses (redis-servers.ts, zk-servers.ts) share: free ports, log tails, the
+// start-up wait and retries, and the bookkeeping that makes sure a server child process never
+// outlives the process that started it. Node built-ins only. Jest notes: every test file gets its
+// own copy of this module and of `process` (whose 'exit' event never fires), so process-wide
+// state lives on the real process object, reached through the main V8 context.
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
   closeSync,
@@ -16,8 +16,10 @@ import {
 import { createServer, type Socket } from 'node:net';
 import { runInThisContext } from 'node:vm';
 
+/** Where every harness server listens: loopback only, never reachable from outside. */
 export const HOST = '127.0.0.1' as const;
 
+/** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** The Node process itself, not Jest's per-file copy of it. */
@@ -217,6 +219,107 @@ export async function stopTracked(
   const force = setTimeout(() => tracked.child.kill('SIGKILL'), graceMs);
   await tracked.exited;
   clearTimeout(force);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Starting up.
+
+/** How long a SIGKILLed server that has not exited yet waits for another SIGKILL. */
+const KILL_GRACE_MS = 5_000;
+
+/** A server failing to start; `addressInUse` when it could not bind its port(s). */
+export class ServerStartError extends Error {
+  constructor(
+    message: string,
+    readonly addressInUse: boolean,
+  ) {
+    super(message);
+    this.name = 'ServerStartError';
+  }
+}
+
+/** True for a start that failed only because a port was taken: worth another try. */
+function addressWasInUse(error: unknown): boolean {
+  return error instanceof ServerStartError && error.addressInUse;
+}
+
+/**
+ * Waits until `ready()` says the freshly spawned `server` serves (polling every `pollMs`). Rejects
+ * with a ServerStartError carrying the log tail from byte `logFrom` of `logFile`: when the
+ * process exits (`addressInUse` when the tail matches `addressInUse`), or after `timeoutMs`,
+ * having SIGKILLed it; `ready()` returns true, or else what it saw, for that message.
+ */
+export async function awaitReady(
+  server: TrackedProcess,
+  opts: {
+    what: string;
+    logFile: string;
+    logFrom: number;
+    timeoutMs: number;
+    pollMs: number;
+    addressInUse: RegExp;
+    ready: () => Promise<true | string>;
+  },
+): Promise<void> {
+  const deadline = Date.now() + opts.timeoutMs;
+  for (;;) {
+    if (!server.alive) {
+      const tail = logTail(opts.logFile, opts.logFrom);
+      throw new ServerStartError(
+        `${opts.what} failed to start (${server.outcome}). Log tail:\n${tail}`,
+        opts.addressInUse.test(tail),
+      );
+    }
+    const seen = await opts.ready();
+    if (seen === true) return;
+    if (Date.now() > deadline) {
+      await stopTracked(server, 'SIGKILL', KILL_GRACE_MS);
+      throw new ServerStartError(
+        `${opts.what} not ready within ${opts.timeoutMs / 1000} s (${seen}). ` +
+          `Log tail:\n${logTail(opts.logFile, opts.logFrom)}`,
+        false,
+      );
+    }
+    await sleep(opts.pollMs);
+  }
+}
+
+/**
+ * Runs `start` again, every `pauseMs`, while it fails because its fixed port is still taken (the
+ * previous process's socket, a port another test grabbed meanwhile), for up to `timeoutMs`.
+ */
+export async function retryWhilePortTaken<T>(
+  start: () => Promise<T>,
+  timeoutMs: number,
+  pauseMs: number,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await start();
+    } catch (error) {
+      if (!addressWasInUse(error) || Date.now() > deadline) throw error;
+      await sleep(pauseMs);
+    }
+  }
+}
+
+/**
+ * Runs `attempt` up to `attempts` times while it fails because a port was taken: a free port can
+ * be grabbed by someone else between findFreePort() and the server's bind, so each attempt
+ * chooses its ports afresh.
+ */
+export async function retryOnPortCollision<T>(
+  attempts: number,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!addressWasInUse(error) || n >= attempts) throw error;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  awaitReady,
   fileSize,
   findFreePort,
   HOST,
-  logTail,
   processWide,
+  retryOnPortCollision,
+  retryWhilePortTaken,
   sleep,
   spawnTracked,
   stopTracked,
@@ -123,17 +125,6 @@ export function redisCommand(port: number, ...args: (string | number)[]): Promis
 // ---------------------------------------------------------------------------------------------
 // Processes.
 
-/** A redis-server failing to start; `addressInUse` when it could not bind its port(s). */
-class RedisStartError extends Error {
-  constructor(
-    message: string,
-    readonly addressInUse: boolean,
-  ) {
-    super(message);
-    this.name = 'RedisStartError';
-  }
-}
-
 /** Spawns redis-server once and waits until it, and not some other process, answers PING. */
 async function launch(port: number, args: readonly string[], dir: string): Promise<TrackedProcess> {
   const logFile = join(dir, 'redis.log');
@@ -159,31 +150,18 @@ async function launch(port: number, args: readonly string[], dir: string): Promi
     comm: 'redis-server',
     missingHint: 'is the Debian package redis-server installed? (see scripts/ensure-services.sh)',
   });
-  const { child } = running;
-  const pid = child.pid;
-
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  for (;;) {
-    if (!running.alive) {
-      const tail = logTail(logFile, logFrom);
-      throw new RedisStartError(
-        `redis-server on port ${port} failed to start (${running.outcome}). Log tail:\n${tail}`,
-        /Address already in use/i.test(tail),
-      );
-    }
-    if (pid !== undefined && (await answersAs(port, pid))) return running;
-    if (Date.now() > deadline) {
-      child.ref();
-      child.kill('SIGKILL');
-      await running.exited;
-      throw new RedisStartError(
-        `redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS / 1000} s. ` +
-          `Log tail:\n${logTail(logFile, logFrom)}`,
-        false,
-      );
-    }
-    await sleep(20);
-  }
+  const pid = running.child.pid;
+  await awaitReady(running, {
+    what: `redis-server on port ${port}`,
+    logFile,
+    logFrom,
+    timeoutMs: READY_TIMEOUT_MS,
+    pollMs: 20,
+    addressInUse: /Address already in use/i,
+    ready: async () =>
+      (pid !== undefined && (await answersAs(port, pid))) || 'no answer to PING from it',
+  });
+  return running;
 }
 
 /** True when 127.0.0.1:port answers PING and is the redis-server with this pid. */
@@ -198,22 +176,12 @@ async function answersAs(port: number, pid: number): Promise<boolean> {
 }
 
 /** launch(), retrying for a while when the (fixed) port is still taken. */
-async function launchOnFixedPort(
+function launchOnFixedPort(
   port: number,
   args: readonly string[],
   dir: string,
 ): Promise<TrackedProcess> {
-  const deadline = Date.now() + REBIND_TIMEOUT_MS;
-  for (;;) {
-    try {
-      return await launch(port, args, dir);
-    } catch (error) {
-      if (!(error instanceof RedisStartError && error.addressInUse) || Date.now() > deadline) {
-        throw error;
-      }
-      await sleep(100);
-    }
-  }
+  return retryWhilePortTaken(() => launch(port, args, dir), REBIND_TIMEOUT_MS, 100);
 }
 
 interface Plan {
@@ -270,19 +238,16 @@ async function startNode(
 ): Promise<RedisNode> {
   const dir = mkdtempSync(join(tmpdir(), 'redis-node-'));
   trackDir(dir, true);
+  const attempt = async (): Promise<RedisNode> => {
+    const { port, args } = await plan(dir);
+    const running = fixedPort
+      ? await launchOnFixedPort(port, args, dir)
+      : await launch(port, args, dir);
+    return new ManagedRedisNode(port, dir, args, running);
+  };
   try {
-    for (let attempt = 1; ; attempt++) {
-      const { port, args } = await plan(dir);
-      try {
-        const running = fixedPort
-          ? await launchOnFixedPort(port, args, dir)
-          : await launch(port, args, dir);
-        return new ManagedRedisNode(port, dir, args, running);
-      } catch (error) {
-        const retry = error instanceof RedisStartError && error.addressInUse;
-        if (fixedPort || !retry || attempt >= START_ATTEMPTS) throw error;
-      }
-    }
+    // A fixed port is the caller's choice: waited for, never swapped for another.
+    return fixedPort ? await attempt() : await retryOnPortCollision(START_ATTEMPTS, attempt);
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     trackDir(dir, false);

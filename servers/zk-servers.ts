@@ -7,12 +7,16 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  awaitReady,
   fileSize,
   findFreePorts,
   HOST,
   listensOn,
   logTail,
   processWide,
+  retryOnPortCollision,
+  retryWhilePortTaken,
+  ServerStartError,
   sleep,
   spawnTracked,
   stopTracked,
@@ -153,20 +157,9 @@ function liveNodes(): Set<ManagedZkNode> {
   return processWide('nestjs-distributed-lock/servers/zk-servers', () => new Set<ManagedZkNode>());
 }
 
-/** A ZooKeeper node failing to start; `addressInUse` when it could not bind a port. */
-class ZkStartError extends Error {
-  constructor(
-    message: string,
-    readonly addressInUse: boolean,
-  ) {
-    super(message);
-    this.name = 'ZkStartError';
-  }
-}
-
 function classPath(): string {
   if (!existsSync(ZK_JAR)) {
-    throw new ZkStartError(
+    throw new ServerStartError(
       `${ZK_JAR} not found: install the Debian package zookeeper (scripts/ensure-services.sh)`,
       false,
     );
@@ -273,18 +266,7 @@ class ManagedZkNode implements ZkNode {
   async start(): Promise<void> {
     if (this.destroyed) throw new Error(`ZooKeeper node ${this.id} was destroyed`);
     if (this.running?.alive) return;
-    const deadline = Date.now() + REBIND_TIMEOUT_MS;
-    for (;;) {
-      try {
-        await this.launch(() => this.canServe());
-        return;
-      } catch (error) {
-        if (!(error instanceof ZkStartError && error.addressInUse) || Date.now() > deadline) {
-          throw error;
-        }
-        await sleep(200);
-      }
-    }
+    await retryWhilePortTaken(() => this.launch(() => this.canServe()), REBIND_TIMEOUT_MS, 200);
   }
 
   /** Standalone, or enough ensemble nodes running (this one included) to form a quorum. */
@@ -300,7 +282,6 @@ class ManagedZkNode implements ZkNode {
    */
   async launch(waitServing: () => boolean): Promise<void> {
     const logFrom = fileSize(this.logFile);
-    const started = Date.now();
     const running = spawnTracked(
       'java',
       [...JVM_OPTIONS, '-cp', classPath(), MAIN_CLASS, join(this.dir, 'zoo.cfg')],
@@ -311,37 +292,29 @@ class ManagedZkNode implements ZkNode {
         missingHint: 'is java installed? (see scripts/ensure-services.sh)',
       },
     );
+    // Set before it serves: peers starting at the same time count it towards their quorum.
     this.running = running;
     const pid = running.child.pid;
-    const what = `ZooKeeper node ${this.id} (client port ${this.clientPort})`;
-    const deadline = started + READY_TIMEOUT_MS;
-    let last = 'no answer yet';
-    for (;;) {
-      if (!running.alive) {
-        this.running = undefined;
-        const tail = logTail(this.logFile, logFrom);
-        throw new ZkStartError(
-          `${what} failed to start (${running.outcome}). Log tail:\n${tail}`,
-          /Address already in use|BindException/i.test(tail),
-        );
-      }
-      if (pid !== undefined && (await this.answersAs(pid))) {
-        if (!waitServing()) return;
-        const srvr = await zkFourLetter(this.clientPort, 'srvr', MODE_TIMEOUT_MS).catch(
-          (e: Error) => e.message,
-        );
-        if (parseMode(srvr) !== 'down') return;
-        last = srvr.trim();
-      }
-      if (Date.now() > deadline) {
-        await this.stop('SIGKILL');
-        throw new ZkStartError(
-          `${what} not ready within ${READY_TIMEOUT_MS / 1000} s (last srvr: ${last}). ` +
-            `Log tail:\n${logTail(this.logFile, logFrom)}`,
-          false,
-        );
-      }
-      await sleep(50);
+    try {
+      await awaitReady(running, {
+        what: `ZooKeeper node ${this.id} (client port ${this.clientPort})`,
+        logFile: this.logFile,
+        logFrom,
+        timeoutMs: READY_TIMEOUT_MS,
+        pollMs: 50,
+        addressInUse: /Address already in use|BindException/i,
+        ready: async () => {
+          if (pid === undefined || !(await this.answersAs(pid))) return 'last srvr: no answer yet';
+          if (!waitServing()) return true;
+          const srvr = await zkFourLetter(this.clientPort, 'srvr', MODE_TIMEOUT_MS).catch(
+            (e: Error) => e.message,
+          );
+          return parseMode(srvr) !== 'down' || `last srvr: ${srvr.trim()}`;
+        },
+      });
+    } catch (error) {
+      if (this.running === running) this.running = undefined;
+      throw error;
     }
   }
 
@@ -365,7 +338,7 @@ async function startNodes(
   if (!Number.isInteger(tickTime) || tickTime < 10) {
     throw new Error(`zk-servers: tickTime must be an integer >= 10 ms, got ${tickTime}`);
   }
-  for (let attempt = 1; ; attempt++) {
+  return retryOnPortCollision(START_ATTEMPTS, async () => {
     const ensemble = size > 1;
     const ports = await findFreePorts(ensemble ? 3 * size : 1);
     const plan: NodePorts[] = Array.from({ length: size }, (_, i) =>
@@ -384,9 +357,8 @@ async function startNodes(
     const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (!failure) return nodes;
     await Promise.all(nodes.map((n) => n.destroy()));
-    const retry = failure.reason instanceof ZkStartError && failure.reason.addressInUse;
-    if (!retry || attempt >= START_ATTEMPTS) throw failure.reason;
-  }
+    throw failure.reason;
+  });
 }
 
 /**
