@@ -244,39 +244,50 @@ function addressWasInUse(error: unknown): boolean {
 }
 
 /**
- * Waits until `ready()` says the freshly spawned `server` serves (polling every `pollMs`). Rejects
- * with a ServerStartError carrying the log tail from byte `logFrom` of `logFile`: when the
- * process exits (`addressInUse` when the tail matches `addressInUse`), or after `timeoutMs`,
- * having SIGKILLed it; `ready()` returns true, or else what it saw, for that message.
+ * Spawns a server (see spawnTracked; its log from this start on is what error messages quote)
+ * and waits until `ready(pid)` says it serves, asking every `pollMs`. `onSpawn` sees the process
+ * before the wait. Rejects with a ServerStartError carrying the log tail: when the process exits
+ * (`addressInUse` when the tail matches `addressInUse`), or after `timeoutMs`, having SIGKILLed
+ * it; `ready` returns true, or else what it saw, for that message.
  */
-export async function awaitReady(
-  server: TrackedProcess,
+export async function startServer(
+  command: string,
+  args: readonly string[],
   opts: {
-    what: string;
+    cwd: string;
     logFile: string;
-    logFrom: number;
+    comm: string;
+    missingHint: string;
+    /** Names the server in error messages, e.g. `redis-server on port 1234`. */
+    what: string;
     timeoutMs: number;
     pollMs: number;
     addressInUse: RegExp;
-    ready: () => Promise<true | string>;
+    ready: (pid: number) => Promise<true | string>;
+    onSpawn?: (server: TrackedProcess) => void;
   },
-): Promise<void> {
+): Promise<TrackedProcess> {
+  const logFrom = fileSize(opts.logFile);
+  const server = spawnTracked(command, args, opts);
+  opts.onSpawn?.(server);
+  const pid = server.child.pid;
   const deadline = Date.now() + opts.timeoutMs;
   for (;;) {
     if (!server.alive) {
-      const tail = logTail(opts.logFile, opts.logFrom);
+      const tail = logTail(opts.logFile, logFrom);
       throw new ServerStartError(
         `${opts.what} failed to start (${server.outcome}). Log tail:\n${tail}`,
         opts.addressInUse.test(tail),
       );
     }
-    const seen = await opts.ready();
-    if (seen === true) return;
+    // No pid: the spawn failed, and the 'error' event that ends it is on its way.
+    const seen = pid === undefined ? 'not spawned' : await opts.ready(pid);
+    if (seen === true) return server;
     if (Date.now() > deadline) {
       await stopTracked(server, 'SIGKILL', KILL_GRACE_MS);
       throw new ServerStartError(
         `${opts.what} not ready within ${opts.timeoutMs / 1000} s (${seen}). ` +
-          `Log tail:\n${logTail(opts.logFile, opts.logFrom)}`,
+          `Log tail:\n${logTail(opts.logFile, logFrom)}`,
         false,
       );
     }

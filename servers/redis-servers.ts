@@ -7,15 +7,13 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  awaitReady,
-  fileSize,
   findFreePort,
   HOST,
   processWide,
   retryOnPortCollision,
   retryWhilePortTaken,
   sleep,
-  spawnTracked,
+  startServer,
   stopTracked,
   trackDir,
   type TrackedProcess,
@@ -126,9 +124,7 @@ export function redisCommand(port: number, ...args: (string | number)[]): Promis
 // Processes.
 
 /** Spawns redis-server once and waits until it, and not some other process, answers PING. */
-async function launch(port: number, args: readonly string[], dir: string): Promise<TrackedProcess> {
-  const logFile = join(dir, 'redis.log');
-  const logFrom = fileSize(logFile);
+function launch(port: number, args: readonly string[], dir: string): Promise<TrackedProcess> {
   const argv = [
     '--port',
     String(port),
@@ -144,24 +140,17 @@ async function launch(port: number, args: readonly string[], dir: string): Promi
     dir,
     ...args,
   ];
-  const running = spawnTracked('redis-server', argv, {
+  return startServer('redis-server', argv, {
     cwd: dir,
-    logFile,
+    logFile: join(dir, 'redis.log'),
     comm: 'redis-server',
     missingHint: 'is the Debian package redis-server installed? (see scripts/ensure-services.sh)',
-  });
-  const pid = running.child.pid;
-  await awaitReady(running, {
     what: `redis-server on port ${port}`,
-    logFile,
-    logFrom,
     timeoutMs: READY_TIMEOUT_MS,
     pollMs: 20,
     addressInUse: /Address already in use/i,
-    ready: async () =>
-      (pid !== undefined && (await answersAs(port, pid))) || 'no answer to PING from it',
+    ready: async (pid) => (await answersAs(port, pid)) || 'no answer to PING from it',
   });
-  return running;
 }
 
 /** True when 127.0.0.1:port answers PING and is the redis-server with this pid. */

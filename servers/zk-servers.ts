@@ -7,8 +7,6 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  awaitReady,
-  fileSize,
   findFreePorts,
   HOST,
   listensOn,
@@ -18,7 +16,7 @@ import {
   retryWhilePortTaken,
   ServerStartError,
   sleep,
-  spawnTracked,
+  startServer,
   stopTracked,
   trackDir,
   type TrackedProcess,
@@ -281,39 +279,34 @@ class ManagedZkNode implements ZkNode {
    * port and, while `waitServing()` holds, until `srvr` shows a mode.
    */
   async launch(waitServing: () => boolean): Promise<void> {
-    const logFrom = fileSize(this.logFile);
-    const running = spawnTracked(
-      'java',
-      [...JVM_OPTIONS, '-cp', classPath(), MAIN_CLASS, join(this.dir, 'zoo.cfg')],
-      {
-        cwd: this.dir,
-        logFile: this.logFile,
-        comm: 'java',
-        missingHint: 'is java installed? (see scripts/ensure-services.sh)',
-      },
-    );
-    // Set before it serves: peers starting at the same time count it towards their quorum.
-    this.running = running;
-    const pid = running.child.pid;
+    let spawned: TrackedProcess | undefined;
     try {
-      await awaitReady(running, {
-        what: `ZooKeeper node ${this.id} (client port ${this.clientPort})`,
-        logFile: this.logFile,
-        logFrom,
-        timeoutMs: READY_TIMEOUT_MS,
-        pollMs: 50,
-        addressInUse: /Address already in use|BindException/i,
-        ready: async () => {
-          if (pid === undefined || !(await this.answersAs(pid))) return 'last srvr: no answer yet';
-          if (!waitServing()) return true;
-          const srvr = await zkFourLetter(this.clientPort, 'srvr', MODE_TIMEOUT_MS).catch(
-            (e: Error) => e.message,
-          );
-          return parseMode(srvr) !== 'down' || `last srvr: ${srvr.trim()}`;
+      await startServer(
+        'java',
+        [...JVM_OPTIONS, '-cp', classPath(), MAIN_CLASS, join(this.dir, 'zoo.cfg')],
+        {
+          cwd: this.dir,
+          logFile: this.logFile,
+          comm: 'java',
+          missingHint: 'is java installed? (see scripts/ensure-services.sh)',
+          what: `ZooKeeper node ${this.id} (client port ${this.clientPort})`,
+          timeoutMs: READY_TIMEOUT_MS,
+          pollMs: 50,
+          addressInUse: /Address already in use|BindException/i,
+          // Set before it serves: ensemble peers starting meanwhile count it towards a quorum.
+          onSpawn: (server) => (this.running = spawned = server),
+          ready: async (pid) => {
+            if (!(await this.answersAs(pid))) return 'last srvr: no answer yet';
+            if (!waitServing()) return true;
+            const srvr = await zkFourLetter(this.clientPort, 'srvr', MODE_TIMEOUT_MS).catch(
+              (e: Error) => e.message,
+            );
+            return parseMode(srvr) !== 'down' || `last srvr: ${srvr.trim()}`;
+          },
         },
-      });
+      );
     } catch (error) {
-      if (this.running === running) this.running = undefined;
+      if (this.running === spawned) this.running = undefined;
       throw error;
     }
   }
