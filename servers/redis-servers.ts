@@ -21,6 +21,12 @@ import {
 
 export { findFreePort } from './child-processes';
 
+/**
+ * The machine's own Redis, which scripts/ensure-services.sh makes sure answers (`REDIS_URL`
+ * overrides): for tests and benchmarks that need no server of their own to stop or restart.
+ */
+export const MACHINE_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
 const READY_TIMEOUT_MS = 10_000;
 const REBIND_TIMEOUT_MS = 5_000;
 const STOP_GRACE_MS = 5_000;

@@ -1,5 +1,7 @@
+import { expect } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import type { LockService } from '../../lib/lock.service';
 import type { HoldArgs } from './hold-worker';
 
 /** A running hold-worker process that holds one lock. */
@@ -37,4 +39,25 @@ export async function startHolder(args: HoldArgs): Promise<HolderProcess> {
     child.once('exit', (code) => reject(new Error(`holder exited ${code}: ${stderr}`)));
   });
   return { child, held, exited };
+}
+
+/**
+ * The crash fault every backend goes through: while `holder` holds `key`, `locks` cannot take it;
+ * the holder is SIGKILLed; then `locks` acquires `key` (waiting up to `waitTimeoutMs`) within
+ * `withinMs` of the holder's exit, with a higher fence than the dead holder's, and releases it.
+ */
+export async function expectTakeoverAfterSigkill(
+  holder: HolderProcess,
+  locks: LockService,
+  key: string,
+  bounds: { waitTimeoutMs: number; withinMs: number },
+): Promise<void> {
+  expect(await locks.tryAcquire(key)).toBeNull();
+  holder.child.kill('SIGKILL');
+  await holder.exited;
+  const exitedAt = performance.now();
+  const lock = await locks.acquire(key, { waitTimeout: bounds.waitTimeoutMs });
+  expect(performance.now() - exitedAt).toBeLessThanOrEqual(bounds.withinMs);
+  expect(lock.fence).toBeGreaterThan(holder.held.fence!);
+  await lock.release();
 }
