@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import { checkHistory, readHistory, type CheckResult, type HistoryEvent } from './history';
 import type { WorkerArgs } from './lock-worker';
+import { spawnTsWorker } from './ts-worker';
 
 /** Result of a multi-process run: the history files to check and the final witness value. */
 export interface WorkerRun {
@@ -47,7 +47,6 @@ export async function runLockWorkers(opts: LockWorkersOptions): Promise<WorkerRu
   const goFile = join(dir, 'go');
   writeFileSync(witnessFile, '0');
   const historyFiles: string[] = [];
-  const root = process.cwd();
   const children = Array.from({ length: opts.count }, (_, i) => {
     const historyFile = join(dir, `w${i}.jsonl`);
     historyFiles.push(historyFile);
@@ -63,16 +62,7 @@ export async function runLockWorkers(opts: LockWorkersOptions): Promise<WorkerRu
       witnessFile,
       goFile,
     };
-    const child = spawn(
-      process.execPath,
-      [
-        '-r',
-        join(root, 'scripts/ts-register.cjs'),
-        join(root, 'test/support/lock-worker.ts'),
-        JSON.stringify(args),
-      ],
-      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawnTsWorker('lock-worker.ts', args);
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const ready = new Promise<void>((resolve, reject) => {
