@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { createConnection, type Connection, type RowDataPacket } from 'mysql2/promise';
 import { sleep, trackDir } from './child-processes';
 
+/** The test databases: two servers of the machine, and SQLite files. */
 export type DbKind = 'postgres' | 'mariadb' | 'sqlite';
 
 /** How the typeorm backend holds a lock. */

@@ -1,6 +1,7 @@
-// Throwaway redis-server processes for tests: single nodes (Redlock, restarts) and small Redis
-// Clusters, each on its own port and temp dir, never outliving the process that started them.
-// Node built-ins only; needs `redis-server` and `redis-cli` on PATH (scripts/ensure-services.sh).
+// Throwaway redis-server processes for tests, chaos cells and benchmarks: single nodes (Redlock,
+// restarts) and small Redis Clusters, each on its own port and temp dir, never outliving the
+// process that started them. Node built-ins only; needs `redis-server` and `redis-cli` on PATH
+// (scripts/ensure-services.sh).
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
@@ -19,6 +20,7 @@ import {
   type TrackedProcess,
 } from './child-processes';
 
+// Re-exported: specs probe a port nothing listens on with it.
 export { findFreePort } from './child-processes';
 
 /**

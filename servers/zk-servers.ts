@@ -1,7 +1,8 @@
-// Throwaway ZooKeeper servers for tests: a standalone node or a small ensemble, each node a JVM
-// child process with its own zoo.cfg, data dir and free ports, never outliving the process that
-// started it. Node built-ins only; needs the Debian package `zookeeper` (3.8.x) and `java`
-// (scripts/ensure-services.sh). Talks to the servers with four-letter words over raw sockets.
+// Throwaway ZooKeeper servers for tests, chaos cells and benchmarks: a standalone node or a small
+// ensemble, each node a JVM child process with its own zoo.cfg, data dir and free ports, never
+// outliving the process that started it. Node built-ins only; needs the Debian package
+// `zookeeper` (3.8.x) and `java` (scripts/ensure-services.sh). Talks to the servers with
+// four-letter words over raw sockets.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,7 +47,9 @@ const START_ATTEMPTS = 3;
 const FOUR_LETTER_TIMEOUT_MS = 2_000;
 const MODE_TIMEOUT_MS = 1_000;
 
+/** A node's role per `srvr`; `down` when it does not answer or does not serve. */
 export type ZkMode = 'leader' | 'follower' | 'standalone' | 'down';
+/** The four-letter words the nodes' zoo.cfg whitelists. */
 export type FourLetterWord = 'ruok' | 'srvr' | 'stat' | 'mntr' | 'cons';
 
 /** One ZooKeeper server (a JVM running QuorumPeerMain) on 127.0.0.1. */
@@ -92,6 +95,7 @@ export interface ZkEnsemble {
   stop(): Promise<void>;
 }
 
+/** Options of startZkStandalone() and startZkEnsemble(). */
 export interface ZkOptions {
   /** ZooKeeper tickTime in ms (default 500: sessions of 1 s (2 ticks) to 60 s are allowed). */
   tickTime?: number;
