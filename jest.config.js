@@ -10,7 +10,7 @@ module.exports = {
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', useESM: true }],
   },
-  roots: ['<rootDir>/lib', '<rootDir>/test'],
+  roots: ['<rootDir>/lib', '<rootDir>/servers', '<rootDir>/test'],
   // The better-sqlite3 that works on this Node (scripts/sqlite-driver.cjs).
   moduleNameMapper: { '^better-sqlite3$': sqliteModuleName() },
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],

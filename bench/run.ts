@@ -8,10 +8,10 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { machineLine } from '../test/chaos/machine';
+import { machineLine } from '../servers/machine';
 import { PROFILES, type Profile } from './harness/profile';
 import type { BenchRun, SuiteResult } from './harness/result';
-import { redisVersion } from './harness/servers';
+import { redisVersion } from './harness/redis-client';
 import { renderChart } from './report/charts';
 import { markdownTable, renderReport, targetsTable } from './report/markdown';
 import { renderReadmeBlock, replaceReadmeBlock } from './report/readme';

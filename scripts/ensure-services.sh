@@ -3,10 +3,10 @@
 # Idempotent: what is already there is left alone. Prints one line per service.
 #
 #   redis      redis-server + redis-cli on PATH (the test harness starts extra nodes itself,
-#              see test/support/redis-servers.ts) and a Redis answering on 127.0.0.1:6379
+#              see servers/redis-servers.ts) and a Redis answering on 127.0.0.1:6379
 #              (ENSURE_REDIS_PORT overrides the port, for trying this script out).
 #   zookeeper  the Debian package zookeeper (/usr/share/java/zookeeper.jar) and java; no server
-#              is started here: tests start their own (see test/support/zk-servers.ts).
+#              is started here: tests start their own (see servers/zk-servers.ts).
 #   faketime   the Debian package faketime (libfaketime), for the chaos matrix's clock jumps;
 #              iproute2 (`ip netns`) for its partitions (root only).
 #   postgres   PostgreSQL answering on 127.0.0.1:5432 (started with pg_ctlcluster when down,
@@ -88,7 +88,7 @@ ZK_JAR=/usr/share/java/zookeeper.jar
 zookeeper_version() { dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo "?"; }
 java_version() { java -version 2>&1 | sed -n '1s/.*version "\([^"]*\)".*/\1/p'; }
 
-# Tests start their own ZooKeeper servers (java ... QuorumPeerMain, see test/support/zk-servers.ts),
+# Tests start their own ZooKeeper servers (java ... QuorumPeerMain, see servers/zk-servers.ts),
 # so this only makes sure the server jar (Debian package zookeeper, 3.8.x) and java are there.
 ensure_zookeeper() {
   local how="found"

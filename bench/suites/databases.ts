@@ -17,7 +17,7 @@ import {
   tempSqliteFile,
   uniqueTableName,
   type DbKind,
-} from '../../test/support/databases';
+} from '../../servers/databases';
 
 /** One database × strategy cell of the matrix. */
 type Combo = (typeof SQL_LOCK_PAIRS)[number];

@@ -3,7 +3,8 @@ import { contendedChart, contendedTable } from '../harness/contended-table';
 import type { ContenderName } from '../harness/contenders';
 import type { Profile } from '../harness/profile';
 import { target, type SuiteResult } from '../harness/result';
-import { REDIS_URL, redisRoundTripMs } from '../harness/servers';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { redisRoundTripMs } from '../harness/redis-client';
 
 const CONTENDERS: ContenderName[] = ['ours-redis', 'redis-semaphore', 'redlock'];
 
@@ -17,7 +18,7 @@ export async function redisContendedSuite(profile: Profile): Promise<SuiteResult
   const roundTripMs = await redisRoundTripMs();
   const { runs, results, repeats } = await runHandoffs(
     CONTENDERS,
-    { redisUrl: REDIS_URL },
+    { redisUrl: MACHINE_REDIS_URL },
     roundTripMs,
     profile,
   );

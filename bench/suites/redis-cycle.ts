@@ -6,7 +6,8 @@ import { compareInterleaved, pairedRatio, type Variant } from '../harness/rounds
 import { startLocks } from '../harness/nest-locks';
 import type { Profile } from '../harness/profile';
 import { target, type SuiteResult } from '../harness/result';
-import { redisClient, REDIS_URL } from '../harness/servers';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { redisClient } from '../harness/redis-client';
 
 /** Compare-and-delete: the raw floor's release (what every correct Redis lock must send). */
 const COMPARE_AND_DELETE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
@@ -21,7 +22,7 @@ export async function redisCycleSuite(profile: Profile): Promise<SuiteResult> {
   const raw = redisClient();
   raw.defineCommand('compareAndDelete', { numberOfKeys: 1, lua: COMPARE_AND_DELETE });
   const peerClient = redisClient();
-  const ours = await startLocks({ backends: { redis: { type: 'redis', url: REDIS_URL } } });
+  const ours = await startLocks({ backends: { redis: { type: 'redis', url: MACHINE_REDIS_URL } } });
   const redlock = new Redlock([peerClient]);
   const run = randomUUID().slice(0, 8);
   const semaphoreKey = `bench:semaphore:${run}`;

@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
 import {
   killAllAppsNow,
   startApp,
@@ -10,7 +8,8 @@ import {
 import { callJson, runLoad, type LoadResult } from '../../sample-app/demo/load-client';
 import type { Profile } from '../harness/profile';
 import { fmt, type SuiteResult } from '../harness/result';
-import { REDIS_URL } from '../harness/servers';
+import { dropTable, TEST_DATABASE } from '../../servers/databases';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 
 /** App processes sharing the store and the lock server, as two replicas behind a balancer. */
 const PROCESSES = 2;
@@ -33,8 +32,6 @@ const SEGMENTS = 4;
  * 10 ms the single lock still bound the rate, but the 4-segment run needed 75% of the CPU.
  */
 const WORK_MS = 20;
-/** The database the tests use (scripts/ensure-services.sh creates it). */
-const DATABASE = 'locktest';
 /** The app's tables with LOCK_BACKEND=redis (no lock table), dropped after the run. */
 const APP_TABLES = ['order_ledger', 'stock_segment', 'product'];
 
@@ -50,17 +47,6 @@ interface SegmentRun {
   meanLatencyMs: number;
 }
 
-/** The few `pg` calls used here (`pg` ships without types; test/support does the same). */
-interface PgClient {
-  connect(): Promise<void>;
-  query(sql: string): Promise<unknown>;
-  end(): Promise<void>;
-  on(event: 'error', listener: (error: Error) => void): unknown;
-}
-interface PgModule {
-  Client: new (config: Record<string, unknown>) => PgClient;
-}
-
 /**
  * Issue 8, sample app: orders/s of the inventory app with one stock lock per SKU vs the stock
  * split into N segments (a lock each), 2 app processes, locks in Redis, products and the order
@@ -74,10 +60,10 @@ export async function sampleAppSuite(profile: Profile): Promise<SuiteResult> {
   const tablePrefix = `bench_${run}_`;
   const env: Record<string, string> = {
     STORE: 'postgres',
-    PGDATABASE: DATABASE,
+    PGDATABASE: TEST_DATABASE,
     TABLE_PREFIX: tablePrefix,
     LOCK_BACKEND: 'redis',
-    REDIS_URL,
+    REDIS_URL: MACHINE_REDIS_URL,
     DEDUCT_MODE: 'lock',
     SEGMENTS: '1', // the default for a reset; each product below sets its own segment count
     DEDUCT_WORK_MS: String(WORK_MS),
@@ -124,7 +110,7 @@ export async function sampleAppSuite(profile: Profile): Promise<SuiteResult> {
           ]),
           note:
             `${PROCESSES} app processes (DEDUCT_MODE=lock), locks in Redis, products and ledger in ` +
-            `PostgreSQL (db ${DATABASE}); ${IN_FLIGHT_PER_PROCESS} orders in flight per process, ` +
+            `PostgreSQL (db ${TEST_DATABASE}); ${IN_FLIGHT_PER_PROCESS} orders in flight per process, ` +
             `stock = 2 x orders so nothing sells out. Each order holds its lock over ` +
             `DEDUCT_WORK_MS=${WORK_MS} ms of simulated work plus its SQL, so one lock admits one ` +
             `order at a time and caps the rate near 1000 / (${WORK_MS} ms + SQL); ${SEGMENTS} ` +
@@ -223,22 +209,7 @@ async function seed(app: AppProcess, sku: string, stock: number, segments: numbe
   }
 }
 
-/** Drops this run's tables (same connection settings as the app: PGHOST, PGPORT, PGUSER...). */
+/** Drops this run's tables (servers/databases.ts: PGHOST, PGPORT, PGUSER... as the app reads). */
 async function dropTables(prefix: string): Promise<void> {
-  const requireFromRoot = createRequire(join(process.cwd(), 'package.json'));
-  const { Client } = requireFromRoot('pg') as PgModule;
-  const client = new Client({
-    host: process.env.PGHOST || '127.0.0.1',
-    port: Number(process.env.PGPORT || 5432),
-    user: process.env.PGUSER || 'postgres',
-    password: process.env.PGPASSWORD ?? '',
-    database: DATABASE,
-  });
-  client.on('error', () => undefined); // a late server-side error must not crash the bench
-  await client.connect();
-  try {
-    for (const table of APP_TABLES) await client.query(`DROP TABLE IF EXISTS "${prefix}${table}"`);
-  } finally {
-    await client.end();
-  }
+  for (const table of APP_TABLES) await dropTable('postgres', `${prefix}${table}`);
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { startZkStandalone, stopAllZk } from '../../test/support/zk-servers';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 import { handoffFor, runHandoffs } from '../harness/contended';
 import { contendedChart, contendedTable } from '../harness/contended-table';
 import { cycleTable } from '../harness/cycle-table';
@@ -7,7 +8,6 @@ import { connectZk, createContender, zkCalls, type ContenderName } from '../harn
 import { compareInterleaved, pairedRatio } from '../harness/rounds';
 import type { Profile } from '../harness/profile';
 import type { SuiteResult } from '../harness/result';
-import { REDIS_URL } from '../harness/servers';
 import { median } from '../harness/stats';
 
 const CONTENDERS: ContenderName[] = ['ours-zookeeper', 'raw-zookeeper'];
@@ -22,7 +22,7 @@ export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
   const handoff = handoffFor(profile);
   const started = performance.now();
   const zkConnect = process.env.ZK_CONNECT ?? (await startZkStandalone()).connectString;
-  const servers = { redisUrl: REDIS_URL, zkConnect };
+  const servers = { redisUrl: MACHINE_REDIS_URL, zkConnect };
   try {
     const roundTripMs = await zkRoundTripMs(zkConnect);
     const ours = await createContender('ours-zookeeper', servers);

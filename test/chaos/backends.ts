@@ -13,9 +13,9 @@ import {
   tempSqliteFile,
   uniqueTableName,
   type MariadbUser,
-} from '../support/databases';
-import { startRedisNode, startRedisNodes, type RedisNode } from '../support/redis-servers';
-import { startZkEnsemble, type ZkEnsemble } from '../support/zk-servers';
+} from '../../servers/databases';
+import { startRedisNode, startRedisNodes, type RedisNode } from '../../servers/redis-servers';
+import { startZkEnsemble, type ZkEnsemble } from '../../servers/zk-servers';
 
 /** A TCP address a worker connects to. */
 export interface Endpoint {

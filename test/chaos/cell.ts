@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkHistory, readHistory, type HistoryEvent } from '../support/history';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
+import { startTcpProxy, type TcpProxy } from '../../servers/tcp-proxy';
 import type { ChaosBackend, ChaosTiming, Endpoint, Route } from './backends';
 import type { ChaosWorkerArgs, ChaosWorkerStats } from './chaos-worker';
 import type { Fault, FaultContext } from './faults';

@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { stopAll } from '../support/redis-servers';
-import { stopAllZk } from '../support/zk-servers';
+import { stopAll } from '../../servers/redis-servers';
+import { stopAllZk } from '../../servers/zk-servers';
 import type { ChaosBackend } from './backends';
 import { runCell, type CellResult } from './cell';
 import { FAULTS } from './faults';
-import { machineLine } from './machine';
+import { machineLine } from '../../servers/machine';
 import { PROFILES, type MatrixRun, type SkippedCell } from './matrix';
 import { markdownReport, readmeBlock, withReadmeBlock } from './report';
 

@@ -6,8 +6,8 @@
 import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { redisCommand } from '../support/redis-servers';
-import type { TcpProxy } from '../support/tcp-proxy';
+import { redisCommand } from '../../servers/redis-servers';
+import type { TcpProxy } from '../../servers/tcp-proxy';
 import type { ChaosBackend, ChaosTiming } from './backends';
 import { netnsUnavailable, type Netns } from './netns';
 

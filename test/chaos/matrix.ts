@@ -12,7 +12,7 @@ import {
 } from './backends';
 import { runCell, type CellResult } from './cell';
 import { FAULTS, type Fault } from './faults';
-import { machineLine } from './machine';
+import { machineLine } from '../../servers/machine';
 
 /** A named set of backends and timing. */
 export interface ChaosProfile {

@@ -7,8 +7,8 @@
  * only, so the committed report always is a whole full run.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { stopAll } from '../support/redis-servers';
-import { stopAllZk } from '../support/zk-servers';
+import { stopAll } from '../../servers/redis-servers';
+import { stopAllZk } from '../../servers/zk-servers';
 import { PROFILES, runMatrix, type ChaosProfile, type MatrixRun } from './matrix';
 import { consoleLine, markdownReport, readmeBlock, summaryTable, withReadmeBlock } from './report';
 

@@ -8,8 +8,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Redis } from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { sleep } from '../support/child-processes';
-import { dropTable } from '../support/databases';
+import { sleep } from '../../servers/child-processes';
+import { dropTable } from '../../servers/databases';
 import {
   CommandError,
   lockedVersion,

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 import { packTarball, readJson, REPO_ROOT } from '../support/packed-package';
 import {
   CELL_SHUTDOWN_TIMEOUT_MS,
@@ -22,7 +23,6 @@ import type { Section } from './app/section';
 import { CELLS, cellName, NEST_STACKS, NODE_RELEASES, type Cell } from './cells';
 import { readmeBlock, withReadmeBlock } from './readme-table';
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** Cells at once: installs wait on the registry, the battery on timers; compiles need a core. */
 const SIDE_BY_SIDE = 3;
 
@@ -44,7 +44,7 @@ beforeAll(async () => {
   await pool(CELLS, SIDE_BY_SIDE, async (cell) => {
     reports.set(
       cellName(cell),
-      await runCell(cell, { tarball: tarball.file, tmp, redisUrl: REDIS_URL }),
+      await runCell(cell, { tarball: tarball.file, tmp, redisUrl: MACHINE_REDIS_URL }),
     );
   });
 }, 900_000);

@@ -1,4 +1,4 @@
-import { startRedisCluster } from '../support/redis-servers';
+import { startRedisCluster } from '../../servers/redis-servers';
 import { runLockConformance } from './lock-conformance';
 
 // A three-master Redis Cluster of its own (redis-server processes on free ports).

@@ -4,12 +4,12 @@ import Redis from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import type { Lock, LockModuleOptions } from '../../lib';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { redisCommand, startRedisNode } from '../support/redis-servers';
+import { MACHINE_REDIS_URL, redisCommand, startRedisNode } from '../../servers/redis-servers';
 
 // The Redis backend's FIFO wait queue, on the machine's Redis: waiters are served in arrival
 // order (a release hands the lock to the first in line), a waiter that gives up leaves at
 // once, and a crashed one holds up the others no longer than its short hand-over lease.
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = MACHINE_REDIS_URL;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('redis wait queue', () => {

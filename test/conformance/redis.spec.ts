@@ -1,3 +1,4 @@
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 import { runLockConformance } from './lock-conformance';
 
 // The machine's Redis (scripts/ensure-services.sh makes sure one answers on 6379); every run
@@ -5,7 +6,7 @@ import { runLockConformance } from './lock-conformance';
 runLockConformance({
   name: 'redis (single node)',
   setup: async () => ({
-    config: { type: 'redis', url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+    config: { type: 'redis', url: MACHINE_REDIS_URL },
   }),
   capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
   shortTtl: 300,

@@ -1,4 +1,4 @@
-import { startRedisNodes } from '../support/redis-servers';
+import { startRedisNodes } from '../../servers/redis-servers';
 import { runLockConformance } from './lock-conformance';
 
 // Redlock over three independent redis-server processes of its own.

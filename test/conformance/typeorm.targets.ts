@@ -1,4 +1,9 @@
-import { dataSourceOptions, dropTable, uniqueTableName, type DbKind } from '../support/databases';
+import {
+  dataSourceOptions,
+  dropTable,
+  uniqueTableName,
+  type DbKind,
+} from '../../servers/databases';
 import type { ConformanceTarget } from './lock-conformance';
 
 /**

@@ -1,4 +1,4 @@
-import { startZkEnsemble } from '../support/zk-servers';
+import { startZkEnsemble } from '../../servers/zk-servers';
 import { runLockConformance } from './lock-conformance';
 
 // A 3-node ZooKeeper ensemble of its own; clients get every node in the connection string.

@@ -5,7 +5,7 @@ import { encodeKey } from '../../lib/backends/zookeeper/zk-paths';
 import type { ZkClient, ZkModule, ZkStat } from '../../lib/backends/zookeeper/zk-types';
 import type { LockModuleOptions } from '../../lib/index';
 import { createLockApp } from '../support/lock-app';
-import { startZkStandalone, stopAllZk, type ZkNode } from '../support/zk-servers';
+import { startZkStandalone, stopAllZk, type ZkNode } from '../../servers/zk-servers';
 
 // A released key's node is kept briefly for the next acquisition (saving two round trips per
 // cycle), then removed, and a closing app removes the ones still pending.

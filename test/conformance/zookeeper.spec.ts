@@ -1,4 +1,4 @@
-import { startZkStandalone } from '../support/zk-servers';
+import { startZkStandalone } from '../../servers/zk-servers';
 import { runLockConformance } from './lock-conformance';
 
 // A standalone ZooKeeper server of its own (java process, temp data dir).

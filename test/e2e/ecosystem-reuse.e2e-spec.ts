@@ -12,7 +12,12 @@ import { createDistributedLockMigration } from '../../lib/typeorm/index';
 import { LOCK_ENGINE } from '../../lib/lock.constants';
 import type { LockEngine } from '../../lib/core/engine/lock-engine';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { dataSourceOptions, dropTable, TEST_DATABASE, uniqueTableName } from '../support/databases';
+import {
+  dataSourceOptions,
+  dropTable,
+  TEST_DATABASE,
+  uniqueTableName,
+} from '../../servers/databases';
 
 interface LockRow {
   key_text: string;

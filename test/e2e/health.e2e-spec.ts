@@ -10,9 +10,9 @@ import { Controller, Get, Inject } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { LockHealthIndicator, LockHealthModule } from '../../lib/terminus/index';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { dataSourceOptions, dropTable, uniqueTableName } from '../support/databases';
-import { startRedisNode, stopAll, type RedisNode } from '../support/redis-servers';
-import { startZkStandalone, stopAllZk, type ZkNode } from '../support/zk-servers';
+import { dataSourceOptions, dropTable, uniqueTableName } from '../../servers/databases';
+import { startRedisNode, stopAll, type RedisNode } from '../../servers/redis-servers';
+import { startZkStandalone, stopAllZk, type ZkNode } from '../../servers/zk-servers';
 
 const PING_TIMEOUT_MS = 500;
 

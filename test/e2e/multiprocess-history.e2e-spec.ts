@@ -1,10 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkHistory, HistoryRecorder, readHistory } from '../support/history';
 import { createLockApp } from '../support/lock-app';
-import { runLockWorkers } from '../support/worker-pool';
+import { judgeLockWorkers } from '../support/worker-pool';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -12,25 +12,22 @@ describe('multi-process history checking', () => {
   it('catches the violations of a known-unsafe setup: processes that each lock their own memory store', async () => {
     // Each process has its own in-process store, so nothing excludes them from each other:
     // the same harness that later judges real backends must report it.
-    const run = await runLockWorkers({
-      count: 3,
-      optionsFor: () => ({ backends: { mem: { type: 'memory' } } }),
-      key: 'shared',
-      rounds: 8,
-      holdMs: 20,
-    });
-    try {
-      const events = readHistory(run.historyFiles);
-      const final = Number(readFileSync(run.witnessFile, 'utf8'));
-      const result = checkHistory(events, { witnessFinal: { shared: final } });
-      expect(result.criticalSections).toBe(24);
-      const kinds = new Set(result.violations.map((v) => v.kind));
-      expect(kinds.has('overlap')).toBe(true);
-      expect(kinds.has('lost-update')).toBe(true);
-      expect(final).toBeLessThan(24);
-    } finally {
-      run.cleanup();
-    }
+    await judgeLockWorkers(
+      {
+        count: 3,
+        optionsFor: () => ({ backends: { mem: { type: 'memory' } } }),
+        key: 'shared',
+        rounds: 8,
+        holdMs: 20,
+      },
+      ({ final, result }) => {
+        expect(result.criticalSections).toBe(24);
+        const kinds = new Set(result.violations.map((v) => v.kind));
+        expect(kinds.has('overlap')).toBe(true);
+        expect(kinds.has('lost-update')).toBe(true);
+        expect(final).toBeLessThan(24);
+      },
+    );
   }, 60_000);
 
   it('finds no violation when contenders share one store (in-process workers on the memory backend)', async () => {

@@ -2,7 +2,12 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { Cluster, Redis } from 'ioredis';
 import { LockConfigError } from '../../lib/index';
 import { createLockApp } from '../support/lock-app';
-import { redisCommand, startRedisCluster, startRedisNode, stopAll } from '../support/redis-servers';
+import {
+  redisCommand,
+  startRedisCluster,
+  startRedisNode,
+  stopAll,
+} from '../../servers/redis-servers';
 
 afterAll(() => stopAll());
 

@@ -15,8 +15,8 @@ import {
 } from '../../sample-app/demo/app-process';
 import { callJson } from '../../sample-app/demo/load-client';
 import { readReportRuns, type ReportRun } from '../../sample-app/demo/report-runs-reader';
-import { tempSqliteFile } from '../support/databases';
-import { startRedisNode, type RedisNode } from '../support/redis-servers';
+import { tempSqliteFile } from '../../servers/databases';
+import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
 
 const TICK_MS = 1_000;
 const EVERY_SECOND = '* * * * * *';

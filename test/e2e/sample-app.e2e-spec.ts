@@ -15,8 +15,8 @@ import {
   type JsonReply,
   type LoadResult,
 } from '../../sample-app/demo/load-client';
-import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../support/databases';
-import { startZkStandalone, type ZkNode } from '../support/zk-servers';
+import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../../servers/databases';
+import { startZkStandalone, type ZkNode } from '../../servers/zk-servers';
 
 const STOCK = 15;
 const ORDERS = 40;

@@ -15,7 +15,7 @@ import { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { advisoryKey64 } from '../../lib/backends/sql/advisory.strategy';
-import { dataSourceOptions, dropTable, uniqueTableName } from '../support/databases';
+import { dataSourceOptions, dropTable, uniqueTableName } from '../../servers/databases';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 /** Exit bound after the work is done (or aborted): release, close clients, drain the loop. */

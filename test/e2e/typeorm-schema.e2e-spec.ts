@@ -9,7 +9,7 @@ import {
   tempSqliteFile,
   uniqueTableName,
   type DbKind,
-} from '../support/databases';
+} from '../../servers/databases';
 import { createLockApp } from '../support/lock-app';
 
 describe.each<DbKind>(['postgres', 'mariadb', 'sqlite'])('typeorm schema on %s', (kind) => {

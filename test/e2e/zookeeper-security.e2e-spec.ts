@@ -6,7 +6,7 @@ import type { ZkClient, ZkModule } from '../../lib/backends/zookeeper/zk-types';
 import { zkCode } from '../../lib/backends/zookeeper/zk-types';
 import { LockConfigError } from '../../lib/index';
 import { createLockApp } from '../support/lock-app';
-import { startZkStandalone, stopAllZk } from '../support/zk-servers';
+import { startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
 const zk = createRequire(join(process.cwd(), 'package.json'))('node-zookeeper-client') as ZkModule;
 

@@ -4,47 +4,60 @@ import { Redis } from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
-import { startHolder } from '../support/holder-process';
-import { createLockApp } from '../support/lock-app';
-import { redisCommand, startRedisNode, startRedisNodes, stopAll } from '../support/redis-servers';
+import { expectTakeoverAfterSigkill } from '../support/holder-process';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+import {
+  MACHINE_REDIS_URL,
+  redisCommand,
+  startRedisNode,
+  startRedisNodes,
+  stopAll,
+  type RedisNode,
+} from '../../servers/redis-servers';
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const now = () => performance.now();
 
 afterAll(() => stopAll());
 
+/** Runs `work` with two apps A and B on `node`, then closes both and stops the node. */
+async function twoAppsOn(
+  node: RedisNode,
+  work: (a: LockTestApp, b: LockTestApp) => Promise<void>,
+): Promise<void> {
+  const options: LockModuleOptions = { backends: { r: { type: 'redis', url: node.url } } };
+  const a = await createLockApp(options);
+  const b = await createLockApp(options);
+  try {
+    await work(a, b);
+  } finally {
+    await a.close();
+    await b.close();
+    await node.stop();
+  }
+}
+
 describe('redis faults', () => {
   it('a holder killed with SIGKILL blocks others for at most ttl + 1 s', async () => {
     const options: LockModuleOptions = {
-      backends: { r: { type: 'redis', url: REDIS_URL } },
+      backends: { r: { type: 'redis', url: MACHINE_REDIS_URL } },
       keyPrefix: `kill-${randomUUID()}:`,
     };
     const ttl = 1_500;
-    const holder = await startHolder({ options, key: 'victim', ttl });
-    const t = await createLockApp(options);
-    try {
-      expect(await t.locks.tryAcquire('victim')).toBeNull();
-      holder.child.kill('SIGKILL');
-      await holder.exited;
-      const killedAt = now();
-      const lock = await t.locks.acquire('victim', { waitTimeout: ttl + 1_000 });
-      const waited = now() - killedAt;
-      expect(waited).toBeLessThanOrEqual(ttl + 1_000);
-      expect(lock.fence).toBeGreaterThan(holder.held.fence!);
-      await lock.release();
-    } finally {
-      await t.close();
-    }
+    await expectTakeoverAfterSigkill(options, {
+      ttl,
+      waitTimeoutMs: ttl + 1_000,
+      withinMs: ttl + 1_000,
+    });
   }, 30_000);
 
   it('a key deleted behind the holder’s back aborts its signal within ttl/3 + 1 s', async () => {
     const keyPrefix = `del-${randomUUID()}:`;
     const t = await createLockApp({
-      backends: { r: { type: 'redis', url: REDIS_URL } },
+      backends: { r: { type: 'redis', url: MACHINE_REDIS_URL } },
       keyPrefix,
     });
-    const raw = new Redis(REDIS_URL);
+    const raw = new Redis(MACHINE_REDIS_URL);
     try {
       const ttl = 3_000;
       const lock = await t.locks.acquire('doomed', { ttl });
@@ -65,10 +78,7 @@ describe('redis faults', () => {
 
   it('a restart without persistence: the holder is told it lost the lock, the waiter recovers and acquires', async () => {
     const node = await startRedisNode();
-    const options: LockModuleOptions = { backends: { r: { type: 'redis', url: node.url } } };
-    const a = await createLockApp(options);
-    const b = await createLockApp(options);
-    try {
+    await twoAppsOn(node, async (a, b) => {
       const held = await a.locks.acquire('k', { ttl: 1_500 });
       const lost = new Promise<unknown>((resolve) =>
         held.signal.addEventListener('abort', () => resolve(held.signal.reason)),
@@ -82,21 +92,14 @@ describe('redis faults', () => {
       expect(await lost).toBeInstanceOf(LockLostError);
       expect(held.isHeld()).toBe(false);
       await lock.release();
-    } finally {
-      await a.close();
-      await b.close();
-      await node.stop();
-    }
+    });
   }, 30_000);
 
   it('a restart with AOF persistence: the holder keeps the lock, the waiter resubscribes and gets it on release', async () => {
     const node = await startRedisNode({
       extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'],
     });
-    const options: LockModuleOptions = { backends: { r: { type: 'redis', url: node.url } } };
-    const a = await createLockApp(options);
-    const b = await createLockApp(options);
-    try {
+    await twoAppsOn(node, async (a, b) => {
       const held = await a.locks.acquire('k', { ttl: 3_000 });
       const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
       await sleep(200);
@@ -119,11 +122,7 @@ describe('redis faults', () => {
       expect(now() - releasedAt).toBeLessThan(1_500);
       expect(lock.fence).toBeGreaterThan(held.fence!);
       await lock.release();
-    } finally {
-      await a.close();
-      await b.close();
-      await node.stop();
-    }
+    });
   }, 30_000);
 });
 

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { storedKey } from '../../lib/backends/sql/sql-dialect';
-import { tempSqliteFile, uniqueTableName } from '../support/databases';
+import { tempSqliteFile, uniqueTableName } from '../../servers/databases';
 import { createLockApp } from '../support/lock-app';
 
 /** The slice of better-sqlite3 this test uses (the package ships no types). */

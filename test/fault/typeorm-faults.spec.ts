@@ -5,14 +5,12 @@ import type { LockModuleOptions } from '../../lib/lock.interfaces';
 import {
   createMariadbUser,
   dataSourceOptions,
-  dropTable,
   killConnections,
-  tempSqliteFile,
-  uniqueTableName,
+  scratchTable,
   type DbKind,
   type MariadbUser,
-} from '../support/databases';
-import { startHolder } from '../support/holder-process';
+} from '../../servers/databases';
+import { expectTakeoverAfterSigkill } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 
 type Strategy = 'table' | 'for-update' | 'advisory';
@@ -67,71 +65,47 @@ async function withMariadbUser<T>(work: (user: MariadbUser) => Promise<T>): Prom
   }
 }
 
+/**
+ * A holder process holding 'victim' with `strategy` on `kind` (its own table) is SIGKILLed; an
+ * app on the same table must take the key over within the bounds (expectTakeoverAfterSigkill).
+ */
+async function killedHolderTakeover(
+  kind: DbKind,
+  strategy: Strategy,
+  bounds: { ttl: number; waitTimeoutMs: number; withinMs: number },
+): Promise<void> {
+  const table = scratchTable(kind, 'fault_kill');
+  try {
+    await expectTakeoverAfterSigkill(
+      typeormOptions(table.dataSourceOptions(), strategy, table.name, `kill-${randomUUID()}:`),
+      bounds,
+    );
+  } finally {
+    await table.drop();
+  }
+}
+
 describe('typeorm faults: a holder process killed with SIGKILL', () => {
   const ttl = 1_500;
 
   for (const kind of ['postgres', 'mariadb', 'sqlite'] as const) {
     it(`table on ${kind}: the key is free again within ttl + 1 s of the exit`, async () => {
-      const table = uniqueTableName('fault_kill');
-      const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
-      const options = typeormOptions(
-        dataSourceOptions(kind, sqlite ? { sqliteFile: sqlite.file } : {}),
-        'table',
-        table,
-        `kill-${randomUUID()}:`,
-      );
-      let holder: Awaited<ReturnType<typeof startHolder>> | undefined;
-      let t: LockTestApp | undefined;
-      try {
-        holder = await startHolder({ options, key: 'victim', ttl });
-        t = await createLockApp(options);
-        expect(await t.locks.tryAcquire('victim')).toBeNull();
-        holder.child.kill('SIGKILL');
-        await holder.exited;
-        const exitedAt = now();
-        const lock = await t.locks.acquire('victim', { waitTimeout: ttl + 5_000 });
-        const waited = now() - exitedAt;
-        expect(waited).toBeLessThanOrEqual(ttl + 1_000);
-        expect(lock.fence).toBeGreaterThan(holder.held.fence!);
-        await lock.release();
-      } finally {
-        holder?.child.kill('SIGKILL');
-        await t?.close();
-        await dropTable(kind, table, sqlite?.file);
-        sqlite?.cleanup();
-      }
+      await killedHolderTakeover(kind, 'table', {
+        ttl,
+        waitTimeoutMs: ttl + 5_000,
+        withinMs: ttl + 1_000,
+      });
     }, 30_000);
   }
 
   for (const strategy of ['for-update', 'advisory'] as const) {
     for (const kind of ['postgres', 'mariadb'] as const) {
       it(`${strategy} on ${kind}: the database frees the key within 1 s of the exit (ttl 30 s)`, async () => {
-        const table = uniqueTableName('fault_kill');
-        const options = typeormOptions(
-          dataSourceOptions(kind),
-          strategy,
-          table,
-          `kill-${randomUUID()}:`,
-        );
-        let holder: Awaited<ReturnType<typeof startHolder>> | undefined;
-        let t: LockTestApp | undefined;
-        try {
-          holder = await startHolder({ options, key: 'victim', ttl: 30_000 });
-          t = await createLockApp(options);
-          expect(await t.locks.tryAcquire('victim')).toBeNull();
-          holder.child.kill('SIGKILL');
-          await holder.exited;
-          const exitedAt = now();
-          const lock = await t.locks.acquire('victim', { waitTimeout: 5_000 });
-          const waited = now() - exitedAt;
-          expect(waited).toBeLessThanOrEqual(1_000);
-          expect(lock.fence).toBeGreaterThan(holder.held.fence!);
-          await lock.release();
-        } finally {
-          holder?.child.kill('SIGKILL');
-          await t?.close();
-          await dropTable(kind, table);
-        }
+        await killedHolderTakeover(kind, strategy, {
+          ttl: 30_000,
+          waitTimeoutMs: 5_000,
+          withinMs: 1_000,
+        });
       }, 30_000);
     }
   }
@@ -148,12 +122,12 @@ describe('typeorm faults: the holder’s connection killed from the server side'
     dataSourceA: Record<string, unknown>,
     kill: () => Promise<number>,
   ): Promise<void> {
-    const table = uniqueTableName('fault_srv');
+    const table = scratchTable(kind, 'fault_srv');
     const keyPrefix = `srv-${randomUUID()}:`;
     let a: LockTestApp | undefined;
     let b: LockTestApp | undefined;
     try {
-      a = await createLockApp(typeormOptions(dataSourceA, strategy, table, keyPrefix));
+      a = await createLockApp(typeormOptions(dataSourceA, strategy, table.name, keyPrefix));
       const held = await a.locks.acquire('victim', { ttl: 30_000 });
       const lost = abortWithin(held.signal, 5_000);
       const killStarted = now();
@@ -164,7 +138,9 @@ describe('typeorm faults: the holder’s connection killed from the server side'
       expect(outcome!.reason).toBeInstanceOf(LockLostError);
       expect(held.isHeld()).toBe(false);
 
-      b = await createLockApp(typeormOptions(dataSourceOptions(kind), strategy, table, keyPrefix));
+      b = await createLockApp(
+        typeormOptions(table.dataSourceOptions(), strategy, table.name, keyPrefix),
+      );
       const lock = await b.locks.acquire('victim', { waitTimeout: 5_000 });
       expect(lock.isHeld()).toBe(true);
       expect(lock.fence).toBeGreaterThan(held.fence!);
@@ -172,7 +148,7 @@ describe('typeorm faults: the holder’s connection killed from the server side'
     } finally {
       await a?.close();
       await b?.close();
-      await dropTable(kind, table);
+      await table.drop();
     }
   }
 
@@ -202,14 +178,14 @@ describe('typeorm faults: the holder’s connection killed from the server side'
 
 describe('typeorm faults: session locks cannot exhaust the pool', () => {
   it('for-update on postgres, pool size 3: two locks hold, a third fails fast with a pool error, then works after a release', async () => {
-    const table = uniqueTableName('fault_pool');
+    const table = scratchTable('postgres', 'fault_pool');
     let t: LockTestApp | undefined;
     try {
       t = await createLockApp(
         typeormOptions(
-          dataSourceOptions('postgres', { poolSize: 3 }),
+          table.dataSourceOptions({ poolSize: 3 }),
           'for-update',
-          table,
+          table.name,
           `pool-${randomUUID()}:`,
         ),
       );
@@ -237,7 +213,7 @@ describe('typeorm faults: session locks cannot exhaust the pool', () => {
       await two.release();
     } finally {
       await t?.close();
-      await dropTable('postgres', table);
+      await table.drop();
     }
   }, 30_000);
 });
@@ -247,12 +223,11 @@ describe('typeorm faults: several instances using a fresh table for the first ti
   // its own connection. Every one of them must get a normal answer: exactly one lock, no errors.
   for (const kind of ['postgres', 'mariadb', 'sqlite'] as const) {
     it(`table on ${kind}: 8 apps racing createTable all answer, exactly one gets the lock`, async () => {
-      const table = uniqueTableName('fault_ddl');
-      const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
+      const table = scratchTable(kind, 'fault_ddl');
       const options = typeormOptions(
-        dataSourceOptions(kind, sqlite ? { sqliteFile: sqlite.file } : { poolSize: 2 }),
+        table.dataSourceOptions({ poolSize: 2 }), // sqlite: one connection, whatever the size
         'table',
-        table,
+        table.name,
         `ddl-${randomUUID()}:`,
       );
       const apps: LockTestApp[] = [];
@@ -267,8 +242,7 @@ describe('typeorm faults: several instances using a fresh table for the first ti
         expect(granted).toHaveLength(1);
       } finally {
         for (const app of apps) await app.close();
-        await dropTable(kind, table, sqlite?.file);
-        sqlite?.cleanup();
+        await table.drop();
       }
     }, 30_000);
   }

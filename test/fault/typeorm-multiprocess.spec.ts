@@ -1,16 +1,8 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
-import {
-  dataSourceOptions,
-  dropTable,
-  tempSqliteFile,
-  uniqueTableName,
-  SQL_LOCK_PAIRS,
-} from '../support/databases';
-import { checkHistory, readHistory } from '../support/history';
-import { runLockWorkers } from '../support/worker-pool';
+import { scratchTable, SQL_LOCK_PAIRS } from '../../servers/databases';
+import { judgeLockWorkers } from '../support/worker-pool';
 
 const WORKERS = 8;
 const ROUNDS = 100;
@@ -27,58 +19,50 @@ describe(`typeorm: ${WORKERS} worker processes x ${ROUNDS} critical sections thr
       const started = performance.now();
       const key = 'mp-counter';
       const keyPrefix = `mp-${strategy}-${kind}-${randomUUID()}:`;
-      const tableName = uniqueTableName('mp');
+      const table = scratchTable(kind, 'mp');
       // SQLite: one file shared by every worker; WAL and a generous busy timeout let 8
       // processes take turns writing it.
-      const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
-      const dataSource = sqlite
-        ? {
-            ...dataSourceOptions('sqlite', { sqliteFile: sqlite.file }),
-            enableWAL: true,
-            timeout: 10_000,
-          }
-        : dataSourceOptions(kind, { poolSize: 4 });
+      const dataSource =
+        kind === 'sqlite'
+          ? { ...table.dataSourceOptions(), enableWAL: true, timeout: 10_000 }
+          : table.dataSourceOptions({ poolSize: 4 });
       const options: LockModuleOptions = {
         backends: {
           db: {
             type: 'typeorm',
             dataSourceOptions: dataSource,
             strategy,
-            tableName,
+            tableName: table.name,
             createTable: true,
           },
         },
         keyPrefix,
       };
       try {
-        const run = await runLockWorkers({
-          count: WORKERS,
-          optionsFor: () => options,
-          key,
-          rounds: ROUNDS,
-          holdMs: 1,
-          via: 'decorator',
-          timeoutMs: 110_000,
-        });
-        try {
-          const events = readHistory(run.historyFiles);
-          const final = Number(readFileSync(run.witnessFile, 'utf8'));
-          const result = checkHistory(events, { witnessFinal: { [key]: final } });
-          expect(result.violations).toEqual([]);
-          expect(result.holds).toBe(WORKERS * ROUNDS);
-          expect(result.criticalSections).toBe(WORKERS * ROUNDS);
-          expect(final).toBe(WORKERS * ROUNDS);
-          const fences = events
-            .filter((e) => e.ev === 'acq')
-            .map((e) => (e as { fence: number | null }).fence);
-          expect(fences).toHaveLength(WORKERS * ROUNDS);
-          expect(fences.every((f) => typeof f === 'number')).toBe(true);
-        } finally {
-          run.cleanup();
-        }
+        await judgeLockWorkers(
+          {
+            count: WORKERS,
+            optionsFor: () => options,
+            key,
+            rounds: ROUNDS,
+            holdMs: 1,
+            via: 'decorator',
+            timeoutMs: 110_000,
+          },
+          ({ events, final, result }) => {
+            expect(result.violations).toEqual([]);
+            expect(result.holds).toBe(WORKERS * ROUNDS);
+            expect(result.criticalSections).toBe(WORKERS * ROUNDS);
+            expect(final).toBe(WORKERS * ROUNDS);
+            const fences = events
+              .filter((e) => e.ev === 'acq')
+              .map((e) => (e as { fence: number | null }).fence);
+            expect(fences).toHaveLength(WORKERS * ROUNDS);
+            expect(fences.every((f) => typeof f === 'number')).toBe(true);
+          },
+        );
       } finally {
-        await dropTable(kind, tableName, sqlite?.file);
-        sqlite?.cleanup();
+        await table.drop();
         wallTimes.push(`  ${strategy} on ${kind}: ${Math.round(performance.now() - started)} ms`);
       }
     }, 120_000);

@@ -1,8 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { readFileSync } from 'node:fs';
-import { checkHistory, readHistory } from '../support/history';
-import { runLockWorkers } from '../support/worker-pool';
-import { startZkStandalone, stopAllZk } from '../support/zk-servers';
+import { judgeLockWorkers } from '../support/worker-pool';
+import { startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
 afterAll(() => stopAllZk());
 
@@ -11,29 +9,26 @@ describe('zookeeper: 8 worker processes x 100 critical sections through @Locked 
     const zk = await startZkStandalone();
     const key = 'mp-counter';
     try {
-      const run = await runLockWorkers({
-        count: 8,
-        optionsFor: () => ({
-          backends: {
-            zk: { type: 'zookeeper', connectionString: zk.connectString, sessionTimeout: 4_000 },
-          },
-        }),
-        key,
-        rounds: 100,
-        holdMs: 1,
-        via: 'decorator',
-        timeoutMs: 150_000,
-      });
-      try {
-        const events = readHistory(run.historyFiles);
-        const final = Number(readFileSync(run.witnessFile, 'utf8'));
-        const result = checkHistory(events, { witnessFinal: { [key]: final } });
-        expect(result.violations).toEqual([]);
-        expect(result.holds).toBe(800);
-        expect(final).toBe(800);
-      } finally {
-        run.cleanup();
-      }
+      await judgeLockWorkers(
+        {
+          count: 8,
+          optionsFor: () => ({
+            backends: {
+              zk: { type: 'zookeeper', connectionString: zk.connectString, sessionTimeout: 4_000 },
+            },
+          }),
+          key,
+          rounds: 100,
+          holdMs: 1,
+          via: 'decorator',
+          timeoutMs: 150_000,
+        },
+        ({ final, result }) => {
+          expect(result.violations).toEqual([]);
+          expect(result.holds).toBe(800);
+          expect(final).toBe(800);
+        },
+      );
     } finally {
       await zk.destroy();
     }

@@ -13,7 +13,7 @@ import 'reflect-metadata';
 import { Controller, Get, Inject, Module, Param, Query } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { LockModule, LockService, Locked } from '../../lib/index';
-import { dataSourceOptions } from './databases';
+import { dataSourceOptions } from '../../servers/databases';
 
 @Controller()
 class WorkController {

@@ -1,9 +1,10 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import { checkHistory, readHistory, type CheckResult, type HistoryEvent } from './history';
 import type { WorkerArgs } from './lock-worker';
+import { spawnTsWorker } from './ts-worker';
 
 /** Result of a multi-process run: the history files to check and the final witness value. */
 export interface WorkerRun {
@@ -14,11 +15,8 @@ export interface WorkerRun {
   cleanup(): void;
 }
 
-/**
- * Starts `count` lock-worker processes (each its own Nest app with `optionsFor(i)`), releases
- * them together through a start barrier so they really contend, and waits for all to exit 0.
- */
-export async function runLockWorkers(opts: {
+/** Options of runLockWorkers(). */
+export interface LockWorkersOptions {
   count: number;
   optionsFor: (index: number) => LockModuleOptions;
   key: string;
@@ -27,13 +25,28 @@ export async function runLockWorkers(opts: {
   ttl?: number;
   via?: 'decorator' | 'withLock';
   timeoutMs?: number;
-}): Promise<WorkerRun> {
+}
+
+/** A finished run as the history checker sees it (see judgeLockWorkers). */
+export interface JudgedRun {
+  /** Every worker's history events. */
+  events: HistoryEvent[];
+  /** The witness counter's final value. */
+  final: number;
+  /** checkHistory() of the events, with the counter as the key's final witness value. */
+  result: CheckResult;
+}
+
+/**
+ * Starts `count` lock-worker processes (each its own Nest app with `optionsFor(i)`), releases
+ * them together through a start barrier so they really contend, and waits for all to exit 0.
+ */
+export async function runLockWorkers(opts: LockWorkersOptions): Promise<WorkerRun> {
   const dir = mkdtempSync(join(tmpdir(), 'lock-workers-'));
   const witnessFile = join(dir, 'witness');
   const goFile = join(dir, 'go');
   writeFileSync(witnessFile, '0');
   const historyFiles: string[] = [];
-  const root = process.cwd();
   const children = Array.from({ length: opts.count }, (_, i) => {
     const historyFile = join(dir, `w${i}.jsonl`);
     historyFiles.push(historyFile);
@@ -49,16 +62,7 @@ export async function runLockWorkers(opts: {
       witnessFile,
       goFile,
     };
-    const child = spawn(
-      process.execPath,
-      [
-        '-r',
-        join(root, 'scripts/ts-register.cjs'),
-        join(root, 'test/support/lock-worker.ts'),
-        JSON.stringify(args),
-      ],
-      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawnTsWorker('lock-worker.ts', args);
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const ready = new Promise<void>((resolve, reject) => {
@@ -95,4 +99,23 @@ export async function runLockWorkers(opts: {
     dir,
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
+}
+
+/**
+ * runLockWorkers(opts), then reads every worker's history and the witness counter, checks them,
+ * and hands the lot to `expectations`; the run's temp dir is removed whatever they conclude.
+ */
+export async function judgeLockWorkers(
+  opts: LockWorkersOptions,
+  expectations: (run: JudgedRun) => void,
+): Promise<void> {
+  const run = await runLockWorkers(opts);
+  try {
+    const events = readHistory(run.historyFiles);
+    const final = Number(readFileSync(run.witnessFile, 'utf8'));
+    const result = checkHistory(events, { witnessFinal: { [opts.key]: final } });
+    expectations({ events, final, result });
+  } finally {
+    run.cleanup();
+  }
 }

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listensOn } from './child-processes';
+import { eventually, isRunning, leftBehindByChildProcess } from './harness-checks';
 import { startTcpProxy } from './tcp-proxy';
 import {
   startZkEnsemble,
@@ -17,70 +17,12 @@ afterAll(stopAllZk);
 const refused = { code: 'ECONNREFUSED' };
 const timedOut = { code: 'ETIMEDOUT' };
 
-/** True while `pid` is a live (not zombie) process. */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-/** Polls `check` until it holds (true) or `timeoutMs` passes (false). */
-async function eventually(check: () => boolean, timeoutMs = 5_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
-}
-
 /** Expects the node's JVM to be gone, its dir removed and its client port closed. */
 async function expectGone(node: ZkNode, pid: number): Promise<void> {
   expect(node.pid()).toBeUndefined();
   expect(isRunning(pid)).toBe(false);
   expect(existsSync(node.dir)).toBe(false);
   await expect(zkFourLetter(node.clientPort, 'ruok')).rejects.toMatchObject(refused);
-}
-
-/**
- * Runs the harness in a separate Node process that starts a standalone node, prints its pid and
- * dir, then hangs until this test SIGKILLs it. Returns that node's pid and dir.
- */
-async function leftBehindBySigkilledProcess(): Promise<{ pid: number; dir: string }> {
-  const root = process.cwd();
-  const script = `
-    require(${JSON.stringify(join(root, 'test/support/zk-servers.ts'))})
-      .startZkStandalone()
-      .then((node) => {
-        process.stdout.write(node.pid() + ' ' + node.dir + '\\n');
-        setInterval(() => {}, 1000);
-      });
-  `;
-  const child = spawn(
-    process.execPath,
-    ['-r', join(root, 'scripts/ts-register.cjs'), '-e', script],
-    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const exited = new Promise((r) => child.once('exit', r));
-  const left = await new Promise<{ pid: number; dir: string }>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const [pid, dir] = out.trim().split(' ');
-      if (out.includes('\n')) resolve({ pid: Number(pid), dir });
-    });
-    child.on('exit', (code) => reject(new Error(`harness process exited (${code}) before a pid`)));
-  });
-  child.kill('SIGKILL');
-  await exited;
-  return left;
 }
 
 describe('zk-servers test harness', () => {
@@ -208,7 +150,11 @@ describe('zk-servers test harness', () => {
   });
 
   it('kills ZooKeeper nodes left running when the process is SIGKILLed', async () => {
-    const { pid, dir } = await leftBehindBySigkilledProcess();
-    expect(await eventually(() => !isRunning(pid) && !existsSync(dir))).toBe(true);
+    const { pid, dir } = await leftBehindByChildProcess(
+      'zk-servers',
+      'startZkStandalone',
+      'sigkill',
+    );
+    expect(await eventually(() => !isRunning(pid) && !existsSync(dir), 5_000)).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createConnection, type Socket } from 'node:net';
 import { findFreePort } from './child-processes';
+import { eventually as pollUntil } from './harness-checks';
 import { redisCommand, startRedisNode, stopAll, type RedisNode } from './redis-servers';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy';
 
@@ -45,15 +46,9 @@ class Conn {
   }
 }
 
-/** Polls `check` until it holds (true) or `timeoutMs` passes (false). */
-async function eventually(check: () => boolean, timeoutMs = 2_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return true;
-}
+/** Polls `check` every 10 ms until it holds (true) or `timeoutMs` (default 2 s) passes (false). */
+const eventually = (check: () => boolean, timeoutMs = 2_000): Promise<boolean> =>
+  pollUntil(check, timeoutMs, 10);
 
 /** Client connections the redis server has, the one asking included. */
 async function redisClients(port: number): Promise<number> {

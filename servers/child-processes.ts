@@ -1,8 +1,8 @@
-// What the server harnesses (redis-servers.ts, zk-servers.ts) share: free ports, log tails, and
-// the bookkeeping that makes sure a server child process never outlives the test process.
-// Node built-ins only. Jest notes: every test file gets its own copy of this module and of
-// `process` (whose 'exit' event never fires), so process-wide state lives on the real process
-// object, reached through the main V8 context.
+// What the server harnesses (redis-servers.ts, zk-servers.ts) share: free ports, log tails, the
+// start-up wait and retries, and the bookkeeping that makes sure a server child process never
+// outlives the process that started it. Node built-ins only. Jest notes: every test file gets its
+// own copy of this module and of `process` (whose 'exit' event never fires), so process-wide
+// state lives on the real process object, reached through the main V8 context.
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
   closeSync,
@@ -16,8 +16,10 @@ import {
 import { createServer, type Socket } from 'node:net';
 import { runInThisContext } from 'node:vm';
 
+/** Where every harness server listens: loopback only, never reachable from outside. */
 export const HOST = '127.0.0.1' as const;
 
+/** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** The Node process itself, not Jest's per-file copy of it. */
@@ -60,7 +62,7 @@ interface Bookkeeping {
 }
 
 function bookkeeping(): Bookkeeping {
-  return processWide('nestjs-distributed-lock/test/child-processes', () => {
+  return processWide('nestjs-distributed-lock/servers/child-processes', () => {
     const state: Bookkeeping = { children: new Set(), dirs: new Set() };
     realProcess().on('exit', () => {
       for (const child of state.children) {
@@ -217,6 +219,118 @@ export async function stopTracked(
   const force = setTimeout(() => tracked.child.kill('SIGKILL'), graceMs);
   await tracked.exited;
   clearTimeout(force);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Starting up.
+
+/** How long a SIGKILLed server that has not exited yet waits for another SIGKILL. */
+const KILL_GRACE_MS = 5_000;
+
+/** A server failing to start; `addressInUse` when it could not bind its port(s). */
+export class ServerStartError extends Error {
+  constructor(
+    message: string,
+    readonly addressInUse: boolean,
+  ) {
+    super(message);
+    this.name = 'ServerStartError';
+  }
+}
+
+/** True for a start that failed only because a port was taken: worth another try. */
+function addressWasInUse(error: unknown): boolean {
+  return error instanceof ServerStartError && error.addressInUse;
+}
+
+/**
+ * Spawns a server (see spawnTracked; its log from this start on is what error messages quote)
+ * and waits until `ready(pid)` says it serves, asking every `pollMs`. `onSpawn` sees the process
+ * before the wait. Rejects with a ServerStartError carrying the log tail: when the process exits
+ * (`addressInUse` when the tail matches `addressInUse`), or after `timeoutMs`, having SIGKILLed
+ * it; `ready` returns true, or else what it saw, for that message.
+ */
+export async function startServer(
+  command: string,
+  args: readonly string[],
+  opts: {
+    cwd: string;
+    logFile: string;
+    comm: string;
+    missingHint: string;
+    /** Names the server in error messages, e.g. `redis-server on port 1234`. */
+    what: string;
+    timeoutMs: number;
+    pollMs: number;
+    addressInUse: RegExp;
+    ready: (pid: number) => Promise<true | string>;
+    onSpawn?: (server: TrackedProcess) => void;
+  },
+): Promise<TrackedProcess> {
+  const logFrom = fileSize(opts.logFile);
+  const server = spawnTracked(command, args, opts);
+  opts.onSpawn?.(server);
+  const pid = server.child.pid;
+  const deadline = Date.now() + opts.timeoutMs;
+  for (;;) {
+    if (!server.alive) {
+      const tail = logTail(opts.logFile, logFrom);
+      throw new ServerStartError(
+        `${opts.what} failed to start (${server.outcome}). Log tail:\n${tail}`,
+        opts.addressInUse.test(tail),
+      );
+    }
+    // No pid: the spawn failed, and the 'error' event that ends it is on its way.
+    const seen = pid === undefined ? 'not spawned' : await opts.ready(pid);
+    if (seen === true) return server;
+    if (Date.now() > deadline) {
+      await stopTracked(server, 'SIGKILL', KILL_GRACE_MS);
+      throw new ServerStartError(
+        `${opts.what} not ready within ${opts.timeoutMs / 1000} s (${seen}). ` +
+          `Log tail:\n${logTail(opts.logFile, logFrom)}`,
+        false,
+      );
+    }
+    await sleep(opts.pollMs);
+  }
+}
+
+/**
+ * Runs `start` again, every `pauseMs`, while it fails because its fixed port is still taken (the
+ * previous process's socket, a port another test grabbed meanwhile), for up to `timeoutMs`.
+ */
+export async function retryWhilePortTaken<T>(
+  start: () => Promise<T>,
+  timeoutMs: number,
+  pauseMs: number,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await start();
+    } catch (error) {
+      if (!addressWasInUse(error) || Date.now() > deadline) throw error;
+      await sleep(pauseMs);
+    }
+  }
+}
+
+/**
+ * Runs `attempt` up to `attempts` times while it fails because a port was taken: a free port can
+ * be grabbed by someone else between findFreePort() and the server's bind, so each attempt
+ * chooses its ports afresh.
+ */
+export async function retryOnPortCollision<T>(
+  attempts: number,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!addressWasInUse(error) || n >= attempts) throw error;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

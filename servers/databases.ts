@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { createConnection, type Connection, type RowDataPacket } from 'mysql2/promise';
 import { sleep, trackDir } from './child-processes';
 
+/** The test databases: two servers of the machine, and SQLite files. */
 export type DbKind = 'postgres' | 'mariadb' | 'sqlite';
 
 /** How the typeorm backend holds a lock. */
@@ -214,6 +215,42 @@ export function tempSqliteFile(): { file: string; cleanup(): void } {
       cleaned = true;
       rmSync(dir, { recursive: true, force: true });
       trackDir(dir, false);
+    },
+  };
+}
+
+/** A table of its own for one test, on the test database of `kind` (see scratchTable). */
+export interface ScratchTable {
+  readonly kind: DbKind;
+  /** A unique table name (uniqueTableName). */
+  readonly name: string;
+  /** sqlite only: the database file, in a fresh temp dir (tempSqliteFile). */
+  readonly sqliteFile?: string;
+  /** dataSourceOptions() for this table's database: on sqlite, its file. */
+  dataSourceOptions(opts?: { poolSize?: number; applicationName?: string }): TestDataSourceOptions;
+  /** Drops the table and, on sqlite, removes the temp dir (even when the drop fails). */
+  drop(): Promise<void>;
+}
+
+/**
+ * A unique table name on the test database of `kind`, and on sqlite a temp file to hold it: what
+ * a test creates its lock table in, so that two test files running at once never share one.
+ */
+export function scratchTable(kind: DbKind, prefix?: string): ScratchTable {
+  const name = uniqueTableName(prefix);
+  const sqlite = kind === 'sqlite' ? tempSqliteFile() : undefined;
+  return {
+    kind,
+    name,
+    ...(sqlite ? { sqliteFile: sqlite.file } : {}),
+    dataSourceOptions: (opts = {}) =>
+      dataSourceOptions(kind, sqlite ? { ...opts, sqliteFile: sqlite.file } : opts),
+    drop: async () => {
+      try {
+        await dropTable(kind, name, sqlite?.file);
+      } finally {
+        sqlite?.cleanup();
+      }
     },
   };
 }

@@ -1,20 +1,23 @@
-// Throwaway ZooKeeper servers for tests: a standalone node or a small ensemble, each node a JVM
-// child process with its own zoo.cfg, data dir and free ports, never outliving the process that
-// started it. Node built-ins only; needs the Debian package `zookeeper` (3.8.x) and `java`
-// (scripts/ensure-services.sh). Talks to the servers with four-letter words over raw sockets.
+// Throwaway ZooKeeper servers for tests, chaos cells and benchmarks: a standalone node or a small
+// ensemble, each node a JVM child process with its own zoo.cfg, data dir and free ports, never
+// outliving the process that started it. Node built-ins only; needs the Debian package
+// `zookeeper` (3.8.x) and `java` (scripts/ensure-services.sh). Talks to the servers with
+// four-letter words over raw sockets.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  fileSize,
   findFreePorts,
   HOST,
   listensOn,
   logTail,
   processWide,
+  retryOnPortCollision,
+  retryWhilePortTaken,
+  ServerStartError,
   sleep,
-  spawnTracked,
+  startServer,
   stopTracked,
   trackDir,
   type TrackedProcess,
@@ -44,7 +47,9 @@ const START_ATTEMPTS = 3;
 const FOUR_LETTER_TIMEOUT_MS = 2_000;
 const MODE_TIMEOUT_MS = 1_000;
 
+/** A node's role per `srvr`; `down` when it does not answer or does not serve. */
 export type ZkMode = 'leader' | 'follower' | 'standalone' | 'down';
+/** The four-letter words the nodes' zoo.cfg whitelists. */
 export type FourLetterWord = 'ruok' | 'srvr' | 'stat' | 'mntr' | 'cons';
 
 /** One ZooKeeper server (a JVM running QuorumPeerMain) on 127.0.0.1. */
@@ -90,6 +95,7 @@ export interface ZkEnsemble {
   stop(): Promise<void>;
 }
 
+/** Options of startZkStandalone() and startZkEnsemble(). */
 export interface ZkOptions {
   /** ZooKeeper tickTime in ms (default 500: sessions of 1 s (2 ticks) to 60 s are allowed). */
   tickTime?: number;
@@ -150,23 +156,12 @@ function parseMode(srvr: string): ZkMode {
 
 /** Every node not yet destroyed, for stopAllZk(): shared by every copy of this module. */
 function liveNodes(): Set<ManagedZkNode> {
-  return processWide('nestjs-distributed-lock/test/zk-servers', () => new Set<ManagedZkNode>());
-}
-
-/** A ZooKeeper node failing to start; `addressInUse` when it could not bind a port. */
-class ZkStartError extends Error {
-  constructor(
-    message: string,
-    readonly addressInUse: boolean,
-  ) {
-    super(message);
-    this.name = 'ZkStartError';
-  }
+  return processWide('nestjs-distributed-lock/servers/zk-servers', () => new Set<ManagedZkNode>());
 }
 
 function classPath(): string {
   if (!existsSync(ZK_JAR)) {
-    throw new ZkStartError(
+    throw new ServerStartError(
       `${ZK_JAR} not found: install the Debian package zookeeper (scripts/ensure-services.sh)`,
       false,
     );
@@ -188,7 +183,7 @@ function writeConfig(dir: string, id: number, all: NodePorts[], tickTime: number
   const ensemble = all.length > 1;
   const self = ensemble ? all[id - 1] : all[0];
   const lines = [
-    '# written by test/support/zk-servers.ts',
+    '# written by servers/zk-servers.ts',
     `tickTime=${tickTime}`,
     `initLimit=${Math.max(5, Math.ceil(10_000 / tickTime))}`, // ~10 s for followers to sync
     `syncLimit=${Math.max(2, Math.ceil(3_000 / tickTime))}`, // ~3 s without the leader: re-elect
@@ -273,18 +268,7 @@ class ManagedZkNode implements ZkNode {
   async start(): Promise<void> {
     if (this.destroyed) throw new Error(`ZooKeeper node ${this.id} was destroyed`);
     if (this.running?.alive) return;
-    const deadline = Date.now() + REBIND_TIMEOUT_MS;
-    for (;;) {
-      try {
-        await this.launch(() => this.canServe());
-        return;
-      } catch (error) {
-        if (!(error instanceof ZkStartError && error.addressInUse) || Date.now() > deadline) {
-          throw error;
-        }
-        await sleep(200);
-      }
-    }
+    await retryWhilePortTaken(() => this.launch(() => this.canServe()), REBIND_TIMEOUT_MS, 200);
   }
 
   /** Standalone, or enough ensemble nodes running (this one included) to form a quorum. */
@@ -299,49 +283,35 @@ class ManagedZkNode implements ZkNode {
    * port and, while `waitServing()` holds, until `srvr` shows a mode.
    */
   async launch(waitServing: () => boolean): Promise<void> {
-    const logFrom = fileSize(this.logFile);
-    const started = Date.now();
-    const running = spawnTracked(
-      'java',
-      [...JVM_OPTIONS, '-cp', classPath(), MAIN_CLASS, join(this.dir, 'zoo.cfg')],
-      {
-        cwd: this.dir,
-        logFile: this.logFile,
-        comm: 'java',
-        missingHint: 'is java installed? (see scripts/ensure-services.sh)',
-      },
-    );
-    this.running = running;
-    const pid = running.child.pid;
-    const what = `ZooKeeper node ${this.id} (client port ${this.clientPort})`;
-    const deadline = started + READY_TIMEOUT_MS;
-    let last = 'no answer yet';
-    for (;;) {
-      if (!running.alive) {
-        this.running = undefined;
-        const tail = logTail(this.logFile, logFrom);
-        throw new ZkStartError(
-          `${what} failed to start (${running.outcome}). Log tail:\n${tail}`,
-          /Address already in use|BindException/i.test(tail),
-        );
-      }
-      if (pid !== undefined && (await this.answersAs(pid))) {
-        if (!waitServing()) return;
-        const srvr = await zkFourLetter(this.clientPort, 'srvr', MODE_TIMEOUT_MS).catch(
-          (e: Error) => e.message,
-        );
-        if (parseMode(srvr) !== 'down') return;
-        last = srvr.trim();
-      }
-      if (Date.now() > deadline) {
-        await this.stop('SIGKILL');
-        throw new ZkStartError(
-          `${what} not ready within ${READY_TIMEOUT_MS / 1000} s (last srvr: ${last}). ` +
-            `Log tail:\n${logTail(this.logFile, logFrom)}`,
-          false,
-        );
-      }
-      await sleep(50);
+    let spawned: TrackedProcess | undefined;
+    try {
+      await startServer(
+        'java',
+        [...JVM_OPTIONS, '-cp', classPath(), MAIN_CLASS, join(this.dir, 'zoo.cfg')],
+        {
+          cwd: this.dir,
+          logFile: this.logFile,
+          comm: 'java',
+          missingHint: 'is java installed? (see scripts/ensure-services.sh)',
+          what: `ZooKeeper node ${this.id} (client port ${this.clientPort})`,
+          timeoutMs: READY_TIMEOUT_MS,
+          pollMs: 50,
+          addressInUse: /Address already in use|BindException/i,
+          // Set before it serves: ensemble peers starting meanwhile count it towards a quorum.
+          onSpawn: (server) => (this.running = spawned = server),
+          ready: async (pid) => {
+            if (!(await this.answersAs(pid))) return 'last srvr: no answer yet';
+            if (!waitServing()) return true;
+            const srvr = await zkFourLetter(this.clientPort, 'srvr', MODE_TIMEOUT_MS).catch(
+              (e: Error) => e.message,
+            );
+            return parseMode(srvr) !== 'down' || `last srvr: ${srvr.trim()}`;
+          },
+        },
+      );
+    } catch (error) {
+      if (this.running === spawned) this.running = undefined;
+      throw error;
     }
   }
 
@@ -365,7 +335,7 @@ async function startNodes(
   if (!Number.isInteger(tickTime) || tickTime < 10) {
     throw new Error(`zk-servers: tickTime must be an integer >= 10 ms, got ${tickTime}`);
   }
-  for (let attempt = 1; ; attempt++) {
+  return retryOnPortCollision(START_ATTEMPTS, async () => {
     const ensemble = size > 1;
     const ports = await findFreePorts(ensemble ? 3 * size : 1);
     const plan: NodePorts[] = Array.from({ length: size }, (_, i) =>
@@ -384,9 +354,8 @@ async function startNodes(
     const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (!failure) return nodes;
     await Promise.all(nodes.map((n) => n.destroy()));
-    const retry = failure.reason instanceof ZkStartError && failure.reason.addressInUse;
-    if (!retry || attempt >= START_ATTEMPTS) throw failure.reason;
-  }
+    throw failure.reason;
+  });
 }
 
 /**

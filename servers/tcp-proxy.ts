@@ -5,6 +5,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 
 /** What to do with one chunk the client sent: see TcpProxy.onClientData. */
 export type ClientDataVerdict = 'forward' | 'forward-then-cut' | 'drop';
+/** Judges one chunk from client connection `conn` (see TcpProxy.onClientData). */
 export type ClientDataHook = (chunk: Buffer, conn: number) => ClientDataVerdict;
 
 /** A running proxy from `address` to its target. */

@@ -1,7 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { eventually, isRunning, leftBehindByChildProcess } from './harness-checks';
 import {
   findFreePort,
   redisCommand,
@@ -14,66 +13,6 @@ import {
 afterAll(stopAll);
 
 const refused = { code: 'ECONNREFUSED' };
-
-/** True while `pid` is a live (not zombie) process. */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-/** Polls `check` until it holds (true) or `timeoutMs` passes (false). */
-async function eventually(check: () => boolean, timeoutMs = 3_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
-}
-
-/**
- * Runs the harness in a separate Node process that starts a node, prints its pid and then
- * either exits without stopping it or hangs until killed. Returns that node's pid and dir.
- */
-async function leftBehindByChildProcess(
-  ending: 'exit' | 'sigkill',
-): Promise<{ pid: number; dir: string }> {
-  const root = process.cwd();
-  const script = `
-    require(${JSON.stringify(join(root, 'test/support/redis-servers.ts'))})
-      .startRedisNode()
-      .then((node) => {
-        process.stdout.write(node.pid() + ' ' + node.dir + '\\n');
-        if (${JSON.stringify(ending)} === 'sigkill') setInterval(() => {}, 1000);
-      });
-  `;
-  const child = spawn(
-    process.execPath,
-    ['-r', join(root, 'scripts/ts-register.cjs'), '-e', script],
-    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const exited = new Promise((r) => child.once('exit', r));
-  const left = await new Promise<{ pid: number; dir: string }>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const [pid, dir] = out.trim().split(' ');
-      if (out.includes('\n')) resolve({ pid: Number(pid), dir });
-    });
-    child.on('exit', (code) => reject(new Error(`harness process exited (${code}) before a pid`)));
-  });
-  if (ending === 'sigkill') child.kill('SIGKILL');
-  await exited;
-  return left;
-}
 
 describe('redis-servers test harness', () => {
   it('finds a free port', async () => {
@@ -187,12 +126,16 @@ describe('redis-servers test harness', () => {
   });
 
   it('kills nodes left running when the process exits', async () => {
-    const { pid, dir } = await leftBehindByChildProcess('exit');
-    expect(await eventually(() => !isRunning(pid) && !existsSync(dir))).toBe(true);
+    const { pid, dir } = await leftBehindByChildProcess('redis-servers', 'startRedisNode', 'exit');
+    expect(await eventually(() => !isRunning(pid) && !existsSync(dir), 3_000)).toBe(true);
   });
 
   it('kills nodes left running when the process is SIGKILLed', async () => {
-    const { pid, dir } = await leftBehindByChildProcess('sigkill');
-    expect(await eventually(() => !isRunning(pid) && !existsSync(dir))).toBe(true);
+    const { pid, dir } = await leftBehindByChildProcess(
+      'redis-servers',
+      'startRedisNode',
+      'sigkill',
+    );
+    expect(await eventually(() => !isRunning(pid) && !existsSync(dir), 3_000)).toBe(true);
   });
 });

@@ -1,25 +1,33 @@
-// Throwaway redis-server processes for tests: single nodes (Redlock, restarts) and small Redis
-// Clusters, each on its own port and temp dir, never outliving the process that started them.
-// Node built-ins only; needs `redis-server` and `redis-cli` on PATH (scripts/ensure-services.sh).
+// Throwaway redis-server processes for tests, chaos cells and benchmarks: single nodes (Redlock,
+// restarts) and small Redis Clusters, each on its own port and temp dir, never outliving the
+// process that started them. Node built-ins only; needs `redis-server` and `redis-cli` on PATH
+// (scripts/ensure-services.sh).
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  fileSize,
   findFreePort,
   HOST,
-  logTail,
   processWide,
+  retryOnPortCollision,
+  retryWhilePortTaken,
   sleep,
-  spawnTracked,
+  startServer,
   stopTracked,
   trackDir,
   type TrackedProcess,
 } from './child-processes';
 
+// Re-exported: specs probe a port nothing listens on with it.
 export { findFreePort } from './child-processes';
+
+/**
+ * The machine's own Redis, which scripts/ensure-services.sh makes sure answers (`REDIS_URL`
+ * overrides): for tests and benchmarks that need no server of their own to stop or restart.
+ */
+export const MACHINE_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 const READY_TIMEOUT_MS = 10_000;
 const REBIND_TIMEOUT_MS = 5_000;
@@ -57,7 +65,7 @@ export interface RedisClusterHandle {
 
 /** Every node not yet stopped, for stopAll(): shared by every copy of this module in the process. */
 function liveNodes(): Set<RedisNode> {
-  return processWide('nestjs-distributed-lock/test/redis-servers', () => new Set<RedisNode>());
+  return processWide('nestjs-distributed-lock/servers/redis-servers', () => new Set<RedisNode>());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -123,21 +131,8 @@ export function redisCommand(port: number, ...args: (string | number)[]): Promis
 // ---------------------------------------------------------------------------------------------
 // Processes.
 
-/** A redis-server failing to start; `addressInUse` when it could not bind its port(s). */
-class RedisStartError extends Error {
-  constructor(
-    message: string,
-    readonly addressInUse: boolean,
-  ) {
-    super(message);
-    this.name = 'RedisStartError';
-  }
-}
-
 /** Spawns redis-server once and waits until it, and not some other process, answers PING. */
-async function launch(port: number, args: readonly string[], dir: string): Promise<TrackedProcess> {
-  const logFile = join(dir, 'redis.log');
-  const logFrom = fileSize(logFile);
+function launch(port: number, args: readonly string[], dir: string): Promise<TrackedProcess> {
   const argv = [
     '--port',
     String(port),
@@ -153,37 +148,17 @@ async function launch(port: number, args: readonly string[], dir: string): Promi
     dir,
     ...args,
   ];
-  const running = spawnTracked('redis-server', argv, {
+  return startServer('redis-server', argv, {
     cwd: dir,
-    logFile,
+    logFile: join(dir, 'redis.log'),
     comm: 'redis-server',
     missingHint: 'is the Debian package redis-server installed? (see scripts/ensure-services.sh)',
+    what: `redis-server on port ${port}`,
+    timeoutMs: READY_TIMEOUT_MS,
+    pollMs: 20,
+    addressInUse: /Address already in use/i,
+    ready: async (pid) => (await answersAs(port, pid)) || 'no answer to PING from it',
   });
-  const { child } = running;
-  const pid = child.pid;
-
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  for (;;) {
-    if (!running.alive) {
-      const tail = logTail(logFile, logFrom);
-      throw new RedisStartError(
-        `redis-server on port ${port} failed to start (${running.outcome}). Log tail:\n${tail}`,
-        /Address already in use/i.test(tail),
-      );
-    }
-    if (pid !== undefined && (await answersAs(port, pid))) return running;
-    if (Date.now() > deadline) {
-      child.ref();
-      child.kill('SIGKILL');
-      await running.exited;
-      throw new RedisStartError(
-        `redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS / 1000} s. ` +
-          `Log tail:\n${logTail(logFile, logFrom)}`,
-        false,
-      );
-    }
-    await sleep(20);
-  }
 }
 
 /** True when 127.0.0.1:port answers PING and is the redis-server with this pid. */
@@ -198,22 +173,12 @@ async function answersAs(port: number, pid: number): Promise<boolean> {
 }
 
 /** launch(), retrying for a while when the (fixed) port is still taken. */
-async function launchOnFixedPort(
+function launchOnFixedPort(
   port: number,
   args: readonly string[],
   dir: string,
 ): Promise<TrackedProcess> {
-  const deadline = Date.now() + REBIND_TIMEOUT_MS;
-  for (;;) {
-    try {
-      return await launch(port, args, dir);
-    } catch (error) {
-      if (!(error instanceof RedisStartError && error.addressInUse) || Date.now() > deadline) {
-        throw error;
-      }
-      await sleep(100);
-    }
-  }
+  return retryWhilePortTaken(() => launch(port, args, dir), REBIND_TIMEOUT_MS, 100);
 }
 
 interface Plan {
@@ -270,19 +235,16 @@ async function startNode(
 ): Promise<RedisNode> {
   const dir = mkdtempSync(join(tmpdir(), 'redis-node-'));
   trackDir(dir, true);
+  const attempt = async (): Promise<RedisNode> => {
+    const { port, args } = await plan(dir);
+    const running = fixedPort
+      ? await launchOnFixedPort(port, args, dir)
+      : await launch(port, args, dir);
+    return new ManagedRedisNode(port, dir, args, running);
+  };
   try {
-    for (let attempt = 1; ; attempt++) {
-      const { port, args } = await plan(dir);
-      try {
-        const running = fixedPort
-          ? await launchOnFixedPort(port, args, dir)
-          : await launch(port, args, dir);
-        return new ManagedRedisNode(port, dir, args, running);
-      } catch (error) {
-        const retry = error instanceof RedisStartError && error.addressInUse;
-        if (fixedPort || !retry || attempt >= START_ATTEMPTS) throw error;
-      }
-    }
+    // A fixed port is the caller's choice: waited for, never swapped for another.
+    return fixedPort ? await attempt() : await retryOnPortCollision(START_ATTEMPTS, attempt);
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     trackDir(dir, false);

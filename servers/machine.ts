@@ -1,3 +1,4 @@
+// Beside the server harnesses because both the chaos matrix and the benchmarks record it.
 import { cpus, release, type as osType } from 'node:os';
 
 /** The machine a run happens on (OS, CPUs, Node), recorded in its report. */

@@ -1,4 +1,4 @@
-// Proves test/support/databases.ts against the real servers (scripts/ensure-services.sh), and pins
+// Proves servers/databases.ts against the real servers (scripts/ensure-services.sh), and pins
 // down what TypeORM 1.x returns for UPDATE/DELETE on each driver (the SQL backends rely on it).
 import { describe, it, expect, afterEach } from '@jest/globals';
 import { DataSource, type DataSourceOptions, type QueryRunner } from 'typeorm';
@@ -8,6 +8,7 @@ import {
   dataSourceOptions,
   dropTable,
   killConnections,
+  scratchTable,
   tempSqliteFile,
   uniqueTableName,
   type DbKind,
@@ -166,6 +167,24 @@ describe('dropTable', () => {
     cleanups.push(temp.cleanup);
     await dropTable('sqlite', 'lock_t_1', temp.file);
     expect(existsSync(temp.file)).toBe(false);
+  });
+});
+
+describe('scratchTable', () => {
+  it.each(KINDS)('%s: a unique table on the test database; drop() removes it', async (kind) => {
+    const table = scratchTable(kind, 'scratch');
+    expect(table.name).toMatch(/^scratch_[0-9a-f]{8}$/);
+    expect(table.sqliteFile === undefined).toBe(kind !== 'sqlite');
+    const options = table.dataSourceOptions({ poolSize: 2 });
+    if (kind === 'sqlite')
+      expect(options).toEqual({ type: 'better-sqlite3', database: table.sqliteFile });
+    else expect(options).toMatchObject({ type: kind, database: 'locktest', poolSize: 2 });
+    const ds = await open(options);
+    await ds.query(`CREATE TABLE ${table.name} (k VARCHAR(100) PRIMARY KEY)`);
+    expect(await tableExists(kind, ds, table.name)).toBe(true);
+    await table.drop();
+    expect(await tableExists(kind, ds, table.name)).toBe(false);
+    if (kind === 'sqlite') expect(existsSync(dirname(String(table.sqliteFile)))).toBe(false);
   });
 });
 

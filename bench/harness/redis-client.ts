@@ -1,11 +1,11 @@
+// ioredis clients to the machine's Redis (servers/redis-servers.ts MACHINE_REDIS_URL), for what
+// only the benchmarks measure: its round trip and its version.
 import Redis from 'ioredis';
-
-/** The machine's Redis (testing.md): REDIS_URL overrides. */
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 
 /** A fresh ioredis client to the bench Redis. */
 export function redisClient(): Redis {
-  return new Redis(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  return new Redis(MACHINE_REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 1 });
 }
 
 /** Median PING round trip to Redis, in ms: the "one round trip" of the contended ideal. */
