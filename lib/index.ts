@@ -21,16 +21,14 @@ export type {
   Lock,
   LockOptions,
   LockedOptions,
-  LockDefaults,
-  LockModuleOptions,
   LockEvent,
   LockEventName,
   LockEventListener,
   LockMetrics,
   LockBackendHealth,
   LockHealthOptions,
-  LockShutdownOptions,
 } from './lock.interfaces';
+export type { LockModuleOptions, LockDefaults, LockShutdownOptions } from './lock.module-options';
 export type { LockKeySource } from './core/settings/key-template';
 export type {
   LockBackendConfig,

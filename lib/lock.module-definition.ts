@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import type { LockModuleOptions } from './lock.interfaces';
+import type { LockModuleOptions } from './lock.module-options';
 
 /** Extras accepted by `forRoot`/`forRootAsync` next to the options. */
 export interface LockModuleExtras {

@@ -3,7 +3,9 @@
  * silently (docs/architecture.md draws it):
  *
  * - the backend contract (lib/core/contract) imports nothing outside itself;
- * - the engine side (lib/core) never imports a backend, the Nest module or the HTTP layer;
+ * - the engine side (lib/core) never imports a backend, the Nest module or the HTTP layer, and
+ *   the per-call types it reads (lib/lock.interfaces.ts) import nothing (the module options,
+ *   which name every backend's configuration, are in lib/lock.module-options.ts);
  * - a backend imports, outside its own folder, only the contract, the shared helpers and the
  *   errors (Redlock also the Redis folder it is built on);
  * - one file registers every backend (lib/backends/backend-types.ts), and only the module
@@ -48,6 +50,9 @@ function violations(graph: Map<string, string[]>): string[] {
       const broken = (rule: string) => found.push(`${from} -> ${to}: ${rule}`);
       if (under(from, 'core/contract') && !under(to, 'core/contract')) {
         broken('the contract imports nothing outside itself');
+      }
+      if (from === 'lock.interfaces') {
+        broken('the per-call types (which the engine reads) import nothing');
       }
       if (under(from, 'core') && !under(to, 'core') && !under(to, 'errors')) {
         if (to !== 'lock.interfaces') broken('the engine side imports no backend, module or HTTP');
@@ -99,6 +104,7 @@ describe('layers of lib/', () => {
     write('backends/redis/redis.backend.ts', "import { L } from '../../core/engine/lease';\n");
     write('backends/backend-types.ts', 'export const T = {};\n');
     write('http/x.ts', "import { T } from '../backends/backend-types';\n");
+    write('lock.interfaces.ts', "import type { C } from './backends/backend-config';\n");
     const found = violations(importGraph(tmp));
     expect(found).toEqual(
       expect.arrayContaining([
@@ -106,8 +112,9 @@ describe('layers of lib/', () => {
         expect.stringContaining('the engine side imports no backend'),
         expect.stringContaining('a backend imports only the contract'),
         expect.stringContaining('only the module (composition root)'),
+        expect.stringContaining('the per-call types (which the engine reads) import nothing'),
       ]),
     );
-    expect(found).toHaveLength(5);
+    expect(found).toHaveLength(6);
   });
 });

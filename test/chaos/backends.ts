@@ -4,7 +4,7 @@
  * or into a network namespace), builds the worker's `LockModuleOptions` for a given routing, and
  * knows its store-side fault and its liveness bounds.
  */
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import {
   createMariadbUser,
   dataSourceOptions,

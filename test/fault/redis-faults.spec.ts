@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { expectTakeoverAfterSigkill } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import {
   createMariadbUser,
   dataSourceOptions,

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { scratchTable, SQL_LOCK_PAIRS } from '../../servers/databases';
 import { judgeLockWorkers } from '../support/worker-pool';
 

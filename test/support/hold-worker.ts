@@ -9,7 +9,7 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { LockModule } from '../../lib/lock.module';
 import { LockService } from '../../lib/lock.service';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 
 /** What the parent passes. */
 export interface HoldArgs {

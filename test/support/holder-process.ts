@@ -1,6 +1,6 @@
 import { expect } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import type { HoldArgs } from './hold-worker';
 import { createLockApp, type LockTestApp } from './lock-app';
 import { spawnTsWorker } from './ts-worker';

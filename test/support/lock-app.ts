@@ -5,7 +5,7 @@ import { LockModule } from '../../lib/lock.module';
 import { LockService } from '../../lib/lock.service';
 import { LOCK_ENGINE } from '../../lib/lock.constants';
 import type { LockEngine } from '../../lib/core/engine/lock-engine';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 
 /** A bootstrapped app with the lock module, for integration tests. */
 export interface LockTestApp {

@@ -16,7 +16,7 @@ import { LockModule } from '../../lib/lock.module';
 import { LockService } from '../../lib/lock.service';
 import { Locked } from '../../lib/decorators/locked.decorator';
 import type { Lock } from '../../lib/lock.interfaces';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { HistoryRecorder } from './history';
 import { readWitness, writeWitness } from './witness-file';
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { LockModuleOptions } from '../../lib/lock.interfaces';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { checkHistory, readHistory, type CheckResult, type HistoryEvent } from './history';
 import type { WorkerArgs } from './lock-worker';
 import { spawnTsWorker } from './ts-worker';

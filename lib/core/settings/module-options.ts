@@ -1,5 +1,4 @@
 import { LockBackendError, LockConfigError, LockError } from '../../errors/lock.errors';
-import type { LockModuleOptions } from '../../lock.interfaces';
 import type { BackendContext, BackendFactory, BackendTypes } from '../contract/backend-factory';
 import type { LockBackend } from '../contract/lock-backend';
 import type { ShutdownSettings } from '../engine/shutdown-coordinator';
@@ -70,12 +69,7 @@ export async function buildLockRuntime(
   input: unknown,
   { types, context = { resolve: () => undefined }, foreignKeys = [] }: RuntimeSources,
 ): Promise<{ settings: LockSettings; backends: Map<string, LockBackend> }> {
-  const options = checkOptions(
-    input,
-    new Set([...ENGINE_KEYS, ...foreignKeys]),
-    'options',
-    '',
-  ) as Partial<LockModuleOptions> & Record<string, unknown>;
+  const options = checkOptions(input, new Set([...ENGINE_KEYS, ...foreignKeys]), 'options', '');
   const backendsIn = checkObject(options.backends, 'backends');
   const names = Object.keys(backendsIn);
   if (names.length === 0) throw new LockConfigError('backends', 'configure at least one backend');
@@ -145,24 +139,10 @@ async function startBackend(
 }
 
 function readSettings(
-  options: Partial<LockModuleOptions> & Record<string, unknown>,
+  options: Record<string, unknown>,
   names: readonly string[],
 ): Omit<LockSettings, 'otel'> {
-  let defaultBackend = options.defaultBackend;
-  if (defaultBackend === undefined) {
-    if (names.length > 1) {
-      throw new LockConfigError(
-        'defaultBackend',
-        `required when several backends are configured (${names.join(', ')})`,
-      );
-    }
-    defaultBackend = names[0];
-  } else if (typeof defaultBackend !== 'string' || !names.includes(defaultBackend)) {
-    throw new LockConfigError(
-      'defaultBackend',
-      `must name a configured backend (${names.join(', ')})`,
-    );
-  }
+  const defaultBackend = readDefaultBackend(options.defaultBackend, names);
   const defaults =
     options.defaults === undefined ? {} : checkOptions(options.defaults, DEFAULTS_KEYS, 'defaults');
   const keyPrefix = options.keyPrefix ?? '';
@@ -190,6 +170,26 @@ function readSettings(
         : checkDuration(options.operationTimeout, 'operationTimeout'),
     shutdown: readShutdown(options.shutdown),
   };
+}
+
+/** `defaultBackend`: a configured name; optional when exactly one backend is configured. */
+function readDefaultBackend(value: unknown, names: readonly string[]): string {
+  if (value === undefined) {
+    if (names.length > 1) {
+      throw new LockConfigError(
+        'defaultBackend',
+        `required when several backends are configured (${names.join(', ')})`,
+      );
+    }
+    return names[0];
+  }
+  if (typeof value !== 'string' || !names.includes(value)) {
+    throw new LockConfigError(
+      'defaultBackend',
+      `must name a configured backend (${names.join(', ')})`,
+    );
+  }
+  return value;
 }
 
 /** `shutdown: { inFlight, timeout }`, with defaults `'finish'` and 10 s. */
