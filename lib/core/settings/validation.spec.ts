@@ -2,24 +2,20 @@ import { describe, expect, it } from '@jest/globals';
 import { LockConfigError } from '../../errors/lock.errors';
 import { MAX_KEY_LENGTH, validateKeys, validateLockOptions } from './validation';
 
-function fieldOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(LockConfigError);
-    return (err as LockConfigError).field;
-  }
-  throw new Error('expected a LockConfigError');
-}
+/** What a thrown `LockConfigError` naming `field` matches. */
+const configError = (field: string) =>
+  expect.objectContaining({ constructor: LockConfigError, code: 'LOCK_CONFIG', field });
 
 describe('validation', () => {
   it('rejects bad keys, naming the field', () => {
-    expect(fieldOf(() => validateKeys(''))).toBe('key');
-    expect(fieldOf(() => validateKeys('x'.repeat(MAX_KEY_LENGTH + 1)))).toBe('key');
-    expect(fieldOf(() => validateKeys(5))).toBe('key');
-    expect(fieldOf(() => validateKeys([]))).toBe('key');
-    expect(fieldOf(() => validateKeys(['a', '']))).toBe('key[1]');
-    expect(fieldOf(() => validateKeys(Array.from({ length: 65 }, (_, i) => `k${i}`)))).toBe('key');
+    expect(() => validateKeys('')).toThrow(configError('key'));
+    expect(() => validateKeys('x'.repeat(MAX_KEY_LENGTH + 1))).toThrow(configError('key'));
+    expect(() => validateKeys(5)).toThrow(configError('key'));
+    expect(() => validateKeys([])).toThrow(configError('key'));
+    expect(() => validateKeys(['a', ''])).toThrow(configError('key[1]'));
+    expect(() => validateKeys(Array.from({ length: 65 }, (_, i) => `k${i}`))).toThrow(
+      configError('key'),
+    );
   });
 
   it('accepts the longest allowed key and de-duplicates key lists', () => {
@@ -28,11 +24,15 @@ describe('validation', () => {
   });
 
   it('rejects unknown and mistyped lock options', () => {
-    expect(fieldOf(() => validateLockOptions({ timeout: 5 }))).toBe('options.timeout');
-    expect(fieldOf(() => validateLockOptions({ autoRenew: 'yes' }))).toBe('autoRenew');
-    expect(fieldOf(() => validateLockOptions({ lockAtLeastFor: -1 }))).toBe('lockAtLeastFor');
-    expect(fieldOf(() => validateLockOptions({ lockAtLeastFor: Infinity }))).toBe('lockAtLeastFor');
-    expect(fieldOf(() => validateLockOptions('fast'))).toBe('options');
+    expect(() => validateLockOptions({ timeout: 5 })).toThrow(configError('options.timeout'));
+    expect(() => validateLockOptions({ autoRenew: 'yes' })).toThrow(configError('autoRenew'));
+    expect(() => validateLockOptions({ lockAtLeastFor: -1 })).toThrow(
+      configError('lockAtLeastFor'),
+    );
+    expect(() => validateLockOptions({ lockAtLeastFor: Infinity })).toThrow(
+      configError('lockAtLeastFor'),
+    );
+    expect(() => validateLockOptions('fast')).toThrow(configError('options'));
     expect(validateLockOptions({ ttl: 100, waitTimeout: 0 })).toMatchObject({
       ttl: 100,
       waitTimeout: 0,
