@@ -1,5 +1,5 @@
 // redlock 4.2.0 ships no types; the bench uses this much of it (the library itself loads it
-// through lib/core/optional-package.ts with its own structural types).
+// through lib/core/shared/optional-package.ts with its own structural types).
 declare module 'redlock' {
   import type { EventEmitter } from 'node:events';
 

@@ -30,7 +30,7 @@ interface DestroyCall {
   stack: string;
   /** The lock table at that moment (queried just before the real destroy). */
   rows: LockRow[];
-  /** Whether the lock module's shutdown (LockManager.close) had finished by then. */
+  /** Whether the lock module's shutdown (LockEngine.close) had finished by then. */
   lockModuleClosed: boolean;
 }
 
@@ -109,7 +109,7 @@ async function provesReuse(
   expect(watch.destroys).toHaveLength(1);
   const [call] = watch.destroys;
   expect(call.stack).toMatch(/TypeOrmCoreModule\.onApplicationShutdown/);
-  expect(call.stack).not.toMatch(/SqlSource|LockManager/);
+  expect(call.stack).not.toMatch(/SqlSource|SqlLockBackend|LockEngine/);
   // The lock module had released the held lock while the DataSource was still open...
   expect(call.rows).toEqual([{ key_text: 'order:1', owner: null, fence: String(lock.fence) }]);
   // ...and its own shutdown left the DataSource open. Nest shuts the shallower LockModule down
