@@ -119,14 +119,18 @@ export class Acquisition {
       });
     };
     const grantRequest = { key: fullKey, token, ttlMs: req.ttl };
-    const call = (fn: () => Promise<LockGrant | null>, ms?: number) =>
-      this.storeCall(req, key, fullKey, token, fn, ms);
     const { waiting } = backend.capabilities;
     const tryFirst = waiting !== 'queue-first' || waitMs <= 0;
     for (let attempt = 0; ; attempt++) {
       if (tryFirst) {
         const sentAt = monotonicNow();
-        const grant = await call(() => backend.tryAcquire(grantRequest));
+        const grant = await this.bounded(
+          req,
+          key,
+          fullKey,
+          token,
+          backend.tryAcquire(grantRequest),
+        );
         const lease = grant && this.toLease(req, key, fullKey, token, grant, sentAt, startedAt);
         if (lease) return lease;
         onQueued();
@@ -136,8 +140,12 @@ export class Acquisition {
       if (signal.aborted) throw shuttingDown(backendName);
       if (waiting !== 'poll') {
         const sentAt = monotonicNow();
-        const queued = await call(
-          () => backend.acquire!({ ...grantRequest, waitMs: remaining, signal, onQueued }),
+        const queued = await this.bounded(
+          req,
+          key,
+          fullKey,
+          token,
+          backend.acquire!({ ...grantRequest, waitMs: remaining, signal, onQueued }),
           remaining + this.deps.operationTimeout,
         );
         if (signal.aborted && !queued) throw shuttingDown(backendName);
@@ -202,19 +210,19 @@ export class Acquisition {
   }
 
   /**
-   * One bounded store call of an acquisition; a failure becomes `LockBackendError` (plus an
-   * `error` event) and frees anything the store may have granted anyway.
+   * Bounds one store call of an acquisition (`attempt`, already sent); a failure becomes
+   * `LockBackendError` (plus an `error` event) and frees anything the store may have granted
+   * anyway.
    */
-  private async storeCall(
+  private async bounded(
     req: LockRequest,
     key: string,
     fullKey: string,
     token: string,
-    fn: () => Promise<LockGrant | null>,
+    attempt: Promise<LockGrant | null>,
     timeoutMs = this.deps.operationTimeout,
   ): Promise<LockGrant | null> {
     const { backend, backendName } = req;
-    const attempt = fn();
     try {
       return await withTimeout(attempt, timeoutMs);
     } catch (err) {

@@ -24,7 +24,7 @@ export class LeaseReleaser implements HandleHost {
       lease.holders--;
       if (lease.holders > 0 || lease.state !== 'held') continue;
       try {
-        await this.finish(lease);
+        this.finished(lease, await lease.finish('released'));
       } catch (err) {
         const error = toLockError(
           lease.info.backendName,
@@ -44,8 +44,8 @@ export class LeaseReleaser implements HandleHost {
     return this.releaseLeases([lease]);
   }
 
-  private async finish(lease: Lease): Promise<void> {
-    const result = await lease.finish('released');
+  /** Reports how a lease's release ended (a sync step: no extra await on every release). */
+  private finished(lease: Lease, result: Awaited<ReturnType<Lease['finish']>>): void {
     if (result.outcome === 'lost') {
       if ((lease.state as Lease['state']) === 'released') {
         // The store no longer had our token although our lease had not run out: a loss the

@@ -20,7 +20,7 @@ import { LeaseReporter } from './lease-reporter';
 import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
 import type { LockHandle } from './lock-handle';
-import { prepareLockRequest } from './lock-request';
+import { type LockRequest, prepareLockRequest } from './lock-request';
 import { ShutdownCoordinator } from './shutdown-coordinator';
 import { toLockError } from './store-error';
 
@@ -94,20 +94,27 @@ export class LockEngine {
     backend?: string,
   ): Promise<LockHandle | null>;
   acquire(keys: unknown, options: unknown, mode: 'wait', backend?: string): Promise<LockHandle>;
-  async acquire(
+  acquire(
     keys: unknown,
     options: unknown,
     mode: 'try' | 'wait',
     defaultBackend?: string,
   ): Promise<LockHandle | null> {
-    const request = prepareLockRequest(
-      keys,
-      options,
-      mode === 'try',
-      this.settings,
-      this.backends,
-      defaultBackend,
-    );
+    let request: LockRequest;
+    try {
+      request = prepareLockRequest(
+        keys,
+        options,
+        mode === 'try',
+        this.settings,
+        this.backends,
+        defaultBackend,
+      );
+    } catch (err) {
+      // Bad input rejects like any other failure (not a synchronous throw); not `async`, so
+      // the hot path has no extra promise hop.
+      return Promise.reject(err);
+    }
     return this.acquisition.run(request, mode);
   }
 
