@@ -15,6 +15,8 @@ export {
   LockLostError,
   LockConfigError,
   LockBackendError,
+  LockAbortedError,
+  LockShuttingDownError,
   type LockErrorCode,
 } from './errors/lock.errors';
 export type {

@@ -3,7 +3,7 @@ export interface LockOptions {
   /** Backend name from `LockModule.forRoot({ backends })`; defaults to the module's default backend. */
   backend?: string;
   /**
-   * Lease in ms: how long a crashed holder can block others. Renewed every ttl/3 while held
+   * Lease in ms (at least 100; fractions are rounded up): how long a crashed holder can block others. Renewed every ttl/3 while held
    * (ZooKeeper: a lock is trusted at most 0.9 x the session timeout past the last renewal the
    * server answered, and renewed every third of that).
    */
@@ -17,16 +17,38 @@ export interface LockOptions {
    * the lock in place until that time (ShedLock's `lockAtLeastFor`; for jobs on several replicas).
    */
   lockAtLeastFor?: number;
+  /**
+   * Stops waiting at once when it aborts: the call rejects with `LockAbortedError` (its `cause`
+   * is the signal's reason) and leaves nothing in the store (no queue entry, node or pinned
+   * connection). It only governs the wait; a granted lock has its own `lock.signal`.
+   */
+  signal?: AbortSignal;
+  /**
+   * Hard cap on holding, in ms from the grant (default: the module's `defaults.maxHold`, else
+   * none): renewal stops and the lock is given up (released in the store, its `signal`
+   * aborted with `LockLostError`, a `lost` event emitted) however long the holder runs, so a
+   * stuck handler cannot keep a key forever through the watchdog.
+   */
+  maxHold?: number;
 }
 
-/** Options of the `@Locked` decorator. */
-export interface LockedOptions extends LockOptions {
+/** Options of the `@Locked` decorator; `A` is the decorated method's argument list. */
+export interface LockedOptions<A extends unknown[] = unknown[]> extends Omit<
+  LockOptions,
+  'signal'
+> {
   /**
    * What to do when the lock is busy after `waitTimeout`: `'throw'` (default) rejects with
    * `LockNotAcquiredError`; `'skip'` resolves `undefined` without running the method.
    * With `'skip'`, `waitTimeout` defaults to `0`.
    */
   onBusy?: 'throw' | 'skip';
+  /**
+   * The wait's `AbortSignal`, taken from the call's arguments (e.g. a signal your controller
+   * receives, or one made from the request's close event): when it aborts, the wait stops and
+   * the call rejects with `LockAbortedError` without running the method.
+   */
+  signal?: (...args: A) => AbortSignal | undefined;
 }
 
 /** A held lock. `await using lock = await locks.acquire('k')` releases it at scope end. */

@@ -13,6 +13,8 @@ export interface LockDefaults {
   waitTimeout?: number;
   /** Renew while held (default `true`). */
   autoRenew?: boolean;
+  /** Hard cap on holding any lock, ms (default: none); see `LockOptions.maxHold`. */
+  maxHold?: number;
 }
 
 /** Options of `LockModule.forRoot` / the factory of `forRootAsync`. */
@@ -26,10 +28,27 @@ export interface LockModuleOptions {
   /** Namespace prepended to every key on every backend (e.g. `'app:'`). */
   keyPrefix?: string;
   /**
-   * HTTP status sent when a `@Locked` route handler (or anything it calls) throws
-   * `LockNotAcquiredError` (default `409`); `false` leaves the error to your exception filters.
+   * HTTP status sent when a route handler (or anything it calls) throws
+   * `LockNotAcquiredError`, or `LockAbortedError` (default `409`; `423 Locked` is the other
+   * common choice); `false` leaves the error to your exception filters.
    */
   notAcquiredHttpStatus?: number | false;
+  /**
+   * HTTP status sent when a route handler throws `LockBackendError` (the store failed or is
+   * unreachable) or `LockShuttingDownError` (the app is draining) (default `503`); `false`
+   * leaves them to your exception filters. Never a 500 for a lock problem.
+   */
+  unavailableHttpStatus?: number | false;
+  /**
+   * `Retry-After` header, in whole seconds, sent with those answers (defaults: `notAcquired: 1`,
+   * `unavailable: 5`); `false` sends none.
+   */
+  retryAfterSeconds?: {
+    /** With `notAcquiredHttpStatus` (default 1). */
+    notAcquired?: number | false;
+    /** With `unavailableHttpStatus` (default 5). */
+    unavailable?: number | false;
+  };
   /**
    * Longest wait, in ms, for any single store call (acquire attempt, renewal, release, isLocked)
    * before it fails with `LockBackendError` (default 5 000). A store that stops answering can

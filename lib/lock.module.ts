@@ -12,7 +12,7 @@ import { BACKEND_TYPES } from './backends/backend-types';
 import { LockEngine } from './core/engine/lock-engine';
 import { buildLockRuntime } from './core/settings/module-options';
 import { HTTP_OPTION_KEYS, LOCK_HTTP_SETTINGS, readHttpSettings } from './http/http-settings';
-import { LockNotAcquiredInterceptor } from './http/lock-not-acquired.interceptor';
+import { LockErrorsInterceptor } from './http/lock-errors.interceptor';
 import { getLockBackendToken, LOCK_ENGINE } from './lock.constants';
 import {
   LOCK_ASYNC_OPTIONS_TYPE,
@@ -167,6 +167,6 @@ function providers(configured: readonly string[], backendNames: readonly string[
       },
       inject: [LOCK_ENGINE],
     })),
-    { provide: APP_INTERCEPTOR, useClass: LockNotAcquiredInterceptor },
+    { provide: APP_INTERCEPTOR, useClass: LockErrorsInterceptor },
   ];
 }

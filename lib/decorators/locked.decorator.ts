@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { LockConfigError, LockNotAcquiredError } from '../errors/lock.errors';
 import { compileLockKey, type LockKeySource } from '../core/settings/key-template';
-import { validateLockOptions } from '../core/settings/validation';
+import { checkSignal, validateLockOptions } from '../core/settings/validation';
 import { checkObject } from '../core/shared/options';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
 import { lockedPrototypes, lockServiceFor } from '../lock-service.holder';
@@ -15,31 +15,22 @@ type AnyMethod = (...args: never[]) => unknown;
  * returning a key or an array of keys (multi-lock, all or none). Works on providers,
  * controllers, `@Cron` and message handlers; the method becomes async. Fails closed: if
  * `LockModule` is not initialised, or the key does not resolve, the method does not run.
+ * Every configuration error names the decorated method.
  */
 export function Locked<A extends unknown[] = unknown[]>(
   key: LockKeySource<A>,
-  options: LockedOptions = {},
+  options: LockedOptions<A> = {},
 ): MethodDecorator {
-  if (typeof key !== 'string' && typeof key !== 'function') {
-    throw new LockConfigError('key', '@Locked needs a key template or a key function');
-  }
-  const { onBusy = 'throw', ...lockOptions } = checkObject(options, 'options') as LockedOptions;
-  if (onBusy !== 'throw' && onBusy !== 'skip') {
-    throw new LockConfigError('onBusy', `must be 'throw' or 'skip', got ${JSON.stringify(onBusy)}`);
-  }
-  validateLockOptions(lockOptions); // fail at class definition, not at the first call
-  // Skipping means "someone else is doing it": do not queue behind them unless asked to.
-  const acquireOptions: LockOptions =
-    onBusy === 'skip' && lockOptions.waitTimeout === undefined
-      ? { ...lockOptions, waitTimeout: 0 }
-      : lockOptions;
-  const resolveKey = compileLockKey(key as LockKeySource);
-
   return (target: object, propertyKey: string | symbol, descriptor: PropertyDescriptor) => {
+    const where = `@Locked on ${describeMethod(target, propertyKey)}`;
     const original: unknown = descriptor.value;
     if (typeof original !== 'function') {
-      throw new LockConfigError('@Locked', `${String(propertyKey)} is not a method`);
+      throw new LockConfigError('@Locked', 'can only decorate a method', where);
     }
+    // Checked at class definition, not at the first call.
+    const { acquireOptions, onBusy, signalOf, resolveKey } = named(where, () =>
+      prepare(key as LockKeySource, options as LockedOptions),
+    );
     const method = original as AnyMethod;
     lockedPrototypes.add(target);
     const wrapped = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
@@ -47,10 +38,16 @@ export function Locked<A extends unknown[] = unknown[]>(
       if (!service) {
         throw new LockConfigError(
           'LockModule',
-          `@Locked ${describeMethod(target, propertyKey)} called before LockModule was initialised (or after shutdown); refusing to run it unlocked`,
+          'called before LockModule was initialised (or after shutdown): import ' +
+            'LockModule.forRoot({ backends: { ... } }) (or forRootAsync) in your application ' +
+            'module; refusing to run the method unlocked',
+          where,
         );
       }
-      const keys = resolveKey(args);
+      const [keys, callOptions] = named(where, () => [
+        resolveKey(args),
+        signalOf ? withSignal(acquireOptions, signalOf(args)) : acquireOptions,
+      ]);
       let entered = false;
       try {
         return await service.withLock(
@@ -59,11 +56,14 @@ export function Locked<A extends unknown[] = unknown[]>(
             entered = true;
             return method.apply(this, args as never[]);
           },
-          acquireOptions,
+          callOptions,
         );
       } catch (err) {
         // Only a busy lock of our own acquisition is skipped, never one thrown by the method.
         if (onBusy === 'skip' && !entered && err instanceof LockNotAcquiredError) return undefined;
+        if (!entered && err instanceof LockConfigError && !err.where) {
+          throw new LockConfigError(err.field, err.detail, where);
+        }
         throw err;
       }
     };
@@ -71,6 +71,51 @@ export function Locked<A extends unknown[] = unknown[]>(
     descriptor.value = wrapped;
     return descriptor;
   };
+}
+
+/** Validates the decorator's key and options once, into what each call needs. */
+function prepare(key: LockKeySource, options: LockedOptions) {
+  if (typeof key !== 'string' && typeof key !== 'function') {
+    throw new LockConfigError('key', 'needs a key template or a key function');
+  }
+  const {
+    onBusy = 'throw',
+    signal: signalOf,
+    ...lockOptions
+  } = checkObject(options, 'options') as LockedOptions;
+  if (onBusy !== 'throw' && onBusy !== 'skip') {
+    throw new LockConfigError('onBusy', `must be 'throw' or 'skip', got ${JSON.stringify(onBusy)}`);
+  }
+  if (signalOf !== undefined && typeof signalOf !== 'function') {
+    throw new LockConfigError(
+      'signal',
+      'must be a function of the method arguments returning an AbortSignal (or undefined)',
+    );
+  }
+  validateLockOptions(lockOptions);
+  // Skipping means "someone else is doing it": do not queue behind them unless asked to.
+  const acquireOptions: LockOptions =
+    onBusy === 'skip' && lockOptions.waitTimeout === undefined
+      ? { ...lockOptions, waitTimeout: 0 }
+      : lockOptions;
+  return { acquireOptions, onBusy, signalOf, resolveKey: compileLockKey(key) };
+}
+
+/** The call's options with the signal the `signal` option derived from its arguments. */
+function withSignal(options: LockOptions, signal: unknown): LockOptions {
+  return signal === undefined ? options : { ...options, signal: checkSignal(signal, 'signal') };
+}
+
+/** Runs `fn`; a `LockConfigError` it throws is thrown again naming where it happened. */
+function named<T>(where: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof LockConfigError && !err.where) {
+      throw new LockConfigError(err.field, err.detail, where);
+    }
+    throw err;
+  }
 }
 
 /** Copies name, length and every reflect-metadata entry, so Nest's own decorators still see theirs. */

@@ -2,7 +2,13 @@
  * Every error this library throws on purpose extends {@link LockError} and carries a stable
  * `code`, so callers can branch on `err.code` (or `instanceof`) without parsing messages.
  */
-export type LockErrorCode = 'LOCK_NOT_ACQUIRED' | 'LOCK_LOST' | 'LOCK_CONFIG' | 'LOCK_BACKEND';
+export type LockErrorCode =
+  | 'LOCK_NOT_ACQUIRED'
+  | 'LOCK_ABORTED'
+  | 'LOCK_LOST'
+  | 'LOCK_CONFIG'
+  | 'LOCK_BACKEND'
+  | 'LOCK_SHUTTING_DOWN';
 
 /** Base class of all errors raised by nestjs-distributed-lock. */
 export abstract class LockError extends Error {
@@ -55,9 +61,12 @@ export class LockConfigError extends LockError {
   constructor(
     /** Path of the offending option or argument, e.g. `backends.main.url` or `ttl`. */
     readonly field: string,
-    detail: string,
+    /** What is wrong with it. */
+    readonly detail: string,
+    /** Where it was given, when known, e.g. `@Locked on InventoryService.deduct`. */
+    readonly where?: string,
   ) {
-    super(`Invalid lock configuration: ${field}: ${detail}`);
+    super(`Invalid lock configuration${where ? ` in ${where}` : ''}: ${field}: ${detail}`);
   }
 }
 
@@ -72,5 +81,41 @@ export class LockBackendError extends LockError {
     options?: { cause?: unknown },
   ) {
     super(`Lock backend "${backend}": ${message}`, options);
+  }
+}
+
+/**
+ * The caller's `signal` aborted before the lock was granted. The wait stopped at once and left
+ * nothing in the store; `cause` is the signal's reason.
+ */
+export class LockAbortedError extends LockError {
+  readonly code = 'LOCK_ABORTED' as const;
+
+  constructor(
+    /** The key (or first key not yet granted of a multi-key request), without prefix. */
+    readonly key: string,
+    /** The backend name. */
+    readonly backend: string,
+    reason: unknown,
+  ) {
+    super(`Lock "${key}" on backend "${backend}": the wait was aborted by the caller's signal`, {
+      cause: reason,
+    });
+  }
+}
+
+/**
+ * A new lock was asked for (or a wait was cancelled) while the application shuts down: not a
+ * store failure. Work already holding a lock may still re-enter it.
+ */
+export class LockShuttingDownError extends LockError {
+  readonly code = 'LOCK_SHUTTING_DOWN' as const;
+
+  constructor(
+    /** The backend name. */
+    readonly backend: string,
+    detail: string,
+  ) {
+    super(`Lock backend "${backend}": the lock module is shutting down; ${detail}`);
   }
 }

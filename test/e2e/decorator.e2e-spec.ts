@@ -182,6 +182,8 @@ describe('@Locked on a service method', () => {
     await expect(svc.deduct(undefined as unknown as string, 1)).rejects.toMatchObject({
       code: 'LOCK_CONFIG',
       field: 'key',
+      where: '@Locked on InventoryService.deduct',
+      message: expect.stringMatching(/placeholder \{0\} in "stock:\{0\}" resolved to undefined/),
     });
     await expect(svc.deduct({} as unknown as string, 1)).rejects.toBeInstanceOf(LockConfigError);
     await expect(svc.deduct('', 1)).rejects.toBeInstanceOf(LockConfigError);
@@ -277,12 +279,43 @@ describe('@Locked fails closed', () => {
     await expect(a.app.get(Worker).run()).rejects.toMatchObject({ field: 'LockModule' });
   });
 
-  it('rejects bad decorator options when the class is defined', () => {
-    expect(() => Locked('k', { onBusy: 'later' as never })).toThrow(LockConfigError);
-    expect(() => Locked(42 as never)).toThrow(LockConfigError);
-    expect(() => Locked('k', { ttl: 0 })).toThrow(LockConfigError);
-    expect(() => Locked('k', { waitTimeout: -1 })).toThrow(LockConfigError);
-    expect(() => Locked('k', { timeout: 5 } as never)).toThrow(LockConfigError);
+  it('rejects bad decorator options when the class is defined, naming the method', () => {
+    const define = (key: unknown, options: unknown) => () => {
+      class Orders {
+        @Locked(key as never, options as never)
+        pay(): void {}
+      }
+      return Orders;
+    };
+    const cases: Array<[unknown, unknown, string]> = [
+      ['k', { onBusy: 'later' }, 'onBusy'],
+      [42, {}, 'key'],
+      ['k', { ttl: 0 }, 'ttl'],
+      ['k', { ttl: 50 }, 'ttl'],
+      ['k', { waitTimeout: -1 }, 'waitTimeout'],
+      ['k', { timeout: 5 }, 'options.timeout'],
+      ['k', { signal: new AbortController().signal }, 'signal'],
+    ];
+    for (const [key, options, field] of cases) {
+      expect(define(key, options)).toThrow(
+        expect.objectContaining({
+          constructor: LockConfigError,
+          field,
+          where: '@Locked on Orders.pay',
+          message: expect.stringContaining('in @Locked on Orders.pay: '),
+        }),
+      );
+    }
+  });
+
+  it('without a LockModule, says which method and how to fix it', async () => {
+    class Payments {
+      @Locked('order:{0}')
+      async pay(_orderId: string): Promise<void> {}
+    }
+    const err = await new Payments().pay('o-1').catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'LOCK_CONFIG', where: '@Locked on Payments.pay' });
+    expect(String((err as Error).message)).toMatch(/import LockModule\.forRoot\(/);
   });
 });
 

@@ -14,6 +14,7 @@ import { Test } from '@nestjs/testing';
 import {
   InjectLockBackend,
   LockBackendError,
+  LockShuttingDownError,
   LockConfigError,
   LockError,
   LockLostError,
@@ -437,13 +438,15 @@ describe('shutdown', () => {
       ]);
       expect(events.filter((e) => e.type === 'lost')).toEqual([]);
 
+      // Shutdown refusals have their own class and code: not to be taken for a store failure.
       const outcome = await waiter;
-      expect(outcome).toBeInstanceOf(LockBackendError);
-      expect(outcome).toMatchObject({ code: 'LOCK_BACKEND', backend: 'main' });
+      expect(outcome).toBeInstanceOf(LockShuttingDownError);
+      expect(outcome).not.toBeInstanceOf(LockBackendError);
+      expect(outcome).toMatchObject({ code: 'LOCK_SHUTTING_DOWN', backend: 'main' });
       expect(ran).toBe(false);
 
-      await expect(locks.acquire('after-close')).rejects.toBeInstanceOf(LockBackendError);
-      await expect(locks.tryAcquire('after-close')).rejects.toBeInstanceOf(LockBackendError);
+      await expect(locks.acquire('after-close')).rejects.toBeInstanceOf(LockShuttingDownError);
+      await expect(locks.tryAcquire('after-close')).rejects.toBeInstanceOf(LockShuttingDownError);
       // Releasing a lock the shutdown already released stays a no-op.
       await expect(held.release()).resolves.toBeUndefined();
     } finally {

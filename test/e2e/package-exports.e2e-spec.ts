@@ -44,6 +44,7 @@ describe('the built package', () => {
     const out = execFileSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
     expect(JSON.parse(out.trim())).toEqual([
       'InjectLockBackend',
+      'LockAbortedError',
       'LockBackendError',
       'LockConfigError',
       'LockError',
@@ -51,6 +52,7 @@ describe('the built package', () => {
       'LockModule',
       'LockNotAcquiredError',
       'LockService',
+      'LockShuttingDownError',
       'Locked',
       'getLockBackendToken',
     ]);

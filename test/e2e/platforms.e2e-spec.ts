@@ -16,6 +16,8 @@ const PREFIX = `platforms-${randomBytes(4).toString('hex')}:`;
 const HOLD_MS = 25;
 const CONCURRENT = 6;
 const MEET_TIMEOUT_MS = 2_000;
+/** A port nothing listens on (the discard port; refused on loopback). */
+const DOWN_PORT = 9;
 
 const tick = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -74,6 +76,14 @@ class OrdersController {
     return { id };
   }
 
+  /** Locks on a backend whose Redis does not run. */
+  @Get(':id/down')
+  @Locked('order:{0}', { backend: 'down' })
+  async down(@Param('id') id: string): Promise<{ id: string }> {
+    this.tried++;
+    return { id };
+  }
+
   /** What `LockService.current()` shows inside the request. */
   @Get(':id/current')
   @Locked('order:{0}')
@@ -96,7 +106,16 @@ async function startApp(
   const moduleRef = await Test.createTestingModule({
     imports: [
       LockModule.forRoot({
-        backends: { main: { type: 'redis', url: REDIS_URL } },
+        backends: {
+          main: { type: 'redis', url: REDIS_URL },
+          // Nothing listens there; without an offline queue every command fails at once.
+          down: {
+            type: 'redis',
+            url: `redis://127.0.0.1:${DOWN_PORT}`,
+            redisOptions: { enableOfflineQueue: false, retryStrategy: () => null },
+          },
+        },
+        defaultBackend: 'main',
         keyPrefix: PREFIX,
         defaults: { ttl: 5_000, waitTimeout: 5_000 },
         ...options,
@@ -130,6 +149,7 @@ async function expectBusyAnswer(
   url: string,
   id: string,
   status: number,
+  retryAfter = '1',
 ): Promise<void> {
   const holding = fetch(`${url}/${id}/hold`);
   const release = await untilHolding(ctrl, id);
@@ -137,6 +157,7 @@ async function expectBusyAnswer(
   try {
     const busy = await fetch(`${url}/${id}/try`);
     expect(busy.status).toBe(status);
+    expect(busy.headers.get('retry-after')).toBe(retryAfter);
     expect(await busy.json()).toEqual({
       statusCode: status,
       code: 'LOCK_NOT_ACQUIRED',
@@ -236,17 +257,78 @@ describe.each<[string, () => AbstractHttpAdapter]>([
     });
   });
 
-  describe('notAcquiredHttpStatus: 423', () => {
+  describe('a store that is down, and an app that is shutting down', () => {
+    it('answers 503 with LOCK_BACKEND and Retry-After 5 when the store fails (never 500)', async () => {
+      const { app, url } = await startApp(makeAdapter);
+      try {
+        const ctrl = app.get(OrdersController);
+        const res = await fetch(`${url}/${platform}-down/down`);
+        expect(res.status).toBe(503);
+        expect(res.headers.get('retry-after')).toBe('5');
+        expect(await res.json()).toEqual({
+          statusCode: 503,
+          code: 'LOCK_BACKEND',
+          message: 'The lock service is unavailable; retry later.',
+        });
+        expect(ctrl.tried).toBe(0); // fail closed
+      } finally {
+        await app.close();
+      }
+    });
+
+    it('answers 503 with LOCK_SHUTTING_DOWN to a request arriving while the app drains', async () => {
+      const { app, url } = await startApp(makeAdapter);
+      const ctrl = app.get(OrdersController);
+      const id = `${platform}-drain`;
+      const holding = fetch(`${url}/${id}/hold`);
+      const release = await untilHolding(ctrl, id);
+      // Shutdown waits for the running @Locked work (inFlight 'finish') with the server still up.
+      const closing = app.close();
+      try {
+        let res: Response | undefined;
+        for (let i = 0; i < 100; i++) {
+          res = await fetch(`${url}/${id}-new/try`);
+          if (res.status !== 200) break;
+          await res.arrayBuffer();
+          await tick(10);
+        }
+        expect(res?.status).toBe(503);
+        expect(res?.headers.get('retry-after')).toBe('5');
+        expect(await res?.json()).toEqual({
+          statusCode: 503,
+          code: 'LOCK_SHUTTING_DOWN',
+          message: 'The lock service is unavailable; retry later.',
+        });
+      } finally {
+        release();
+        await holding.catch(() => undefined);
+        await closing;
+      }
+    });
+  });
+
+  describe('notAcquiredHttpStatus: 423, unavailableHttpStatus and retryAfterSeconds', () => {
     let app: INestApplication;
     let url: string;
 
     beforeAll(async () => {
-      ({ app, url } = await startApp(makeAdapter, { notAcquiredHttpStatus: 423 }));
+      ({ app, url } = await startApp(makeAdapter, {
+        notAcquiredHttpStatus: 423,
+        unavailableHttpStatus: 502,
+        retryAfterSeconds: { notAcquired: 3, unavailable: false },
+      }));
     });
     afterAll(() => app?.close());
 
-    it('answers 423 instead of 409 for a busy lock', async () => {
-      await expectBusyAnswer(app.get(OrdersController), url, `${platform}-locked`, 423);
+    it('answers 423 instead of 409 for a busy lock, with the configured Retry-After', async () => {
+      await expectBusyAnswer(app.get(OrdersController), url, `${platform}-locked`, 423, '3');
+    });
+
+    it('answers the configured status for a failed store, without Retry-After when false', async () => {
+      const res = await fetch(`${url}/${platform}-down2/down`);
+      expect(res.status).toBe(502);
+      expect(res.headers.get('retry-after')).toBeNull();
+      expect(await res.json()).toMatchObject({ code: 'LOCK_BACKEND' });
     });
   });
 });

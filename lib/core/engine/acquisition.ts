@@ -1,4 +1,10 @@
-import { LockBackendError, LockLostError, LockNotAcquiredError } from '../../errors/lock.errors';
+import {
+  LockAbortedError,
+  LockBackendError,
+  LockLostError,
+  LockNotAcquiredError,
+  LockShuttingDownError,
+} from '../../errors/lock.errors';
 import type { LockBackend, LockGrant } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
 import { backoffDelay, sleep, withTimeout } from '../shared/timers';
@@ -44,10 +50,10 @@ export class Acquisition {
     const { context, shutdown, events } = this.deps;
     // Shutting down: no new locks, but work still running may re-enter the ones it holds.
     if (shutdown.isClosing && !req.keys.every(([, full]) => this.reentrant(req, full))) {
-      throw new LockBackendError(
-        req.backendName,
-        'the lock module is shutting down; no new acquisitions',
-      );
+      throw new LockShuttingDownError(req.backendName, 'no new acquisitions');
+    }
+    if (req.signal?.aborted) {
+      throw new LockAbortedError(req.keys[0][0], req.backendName, req.signal.reason);
     }
     const startedAt = monotonicNow();
     const token = newOwnerToken();
@@ -86,6 +92,12 @@ export class Acquisition {
     return new LockHandle(this.deps.releaser, leases, req.backendName);
   }
 
+  /** Why a wait stopped early: the caller's signal, else shutdown. */
+  private stopped(req: LockRequest, key: string): Error {
+    if (req.signal?.aborted) return new LockAbortedError(key, req.backendName, req.signal.reason);
+    return new LockShuttingDownError(req.backendName, 'wait cancelled');
+  }
+
   /** Whether the caller's scope holds `fullKey` (so shutdown still lets it re-enter). */
   private reentrant(req: LockRequest, fullKey: string): boolean {
     const outer = this.deps.context.find(req.backendName, fullKey);
@@ -103,7 +115,9 @@ export class Acquisition {
   ): Promise<Lease | null> {
     const { backend, backendName } = req;
     const { events, shutdown } = this.deps;
-    const signal = shutdown.signal;
+    // Waits end on shutdown, and on the caller's signal if there is one.
+    const signal = req.signal ? AbortSignal.any([shutdown.signal, req.signal]) : shutdown.signal;
+    const stopped = (): Error => this.stopped(req, key);
     const waitDeadline = monotonicNow() + waitMs;
     events.attempt(backendName);
     let contended = false;
@@ -137,7 +151,7 @@ export class Acquisition {
       }
       const remaining = waitDeadline - monotonicNow();
       if (remaining <= 0) break;
-      if (signal.aborted) throw shuttingDown(backendName);
+      if (signal.aborted) throw stopped();
       if (waiting !== 'poll') {
         const sentAt = monotonicNow();
         const queued = await this.bounded(
@@ -148,13 +162,13 @@ export class Acquisition {
           backend.acquire!({ ...grantRequest, waitMs: remaining, signal, onQueued }),
           remaining + this.deps.operationTimeout,
         );
-        if (signal.aborted && !queued) throw shuttingDown(backendName);
+        if (signal.aborted && !queued) throw stopped();
         const lease = queued && this.toLease(req, key, fullKey, token, queued, sentAt, startedAt);
         if (lease) return lease;
         break;
       }
       await sleep(Math.min(remaining, backoffDelay(attempt)), signal);
-      if (signal.aborted) throw shuttingDown(backendName);
+      if (signal.aborted) throw stopped();
     }
     events.notAcquired(backendName, monotonicNow() - startedAt);
     return null;
@@ -201,6 +215,7 @@ export class Acquisition {
       validityMs: validity,
       autoRenew: req.autoRenew,
       lockAtLeastFor: req.lockAtLeastFor,
+      maxHold: req.maxHold,
       operationTimeout: this.deps.operationTimeout,
     });
     this.deps.held.add(lease);
@@ -261,8 +276,4 @@ function fenceOf(backend: LockBackend, backendName: string, grant: LockGrant): n
     );
   }
   return grant.fence;
-}
-
-function shuttingDown(backendName: string): LockBackendError {
-  return new LockBackendError(backendName, 'the lock module is shutting down; wait cancelled');
 }

@@ -36,6 +36,8 @@ export interface LeaseGrantInfo {
   /** Lease validity from `startedAt`. */
   readonly validityMs: number;
   readonly autoRenew: boolean;
+  /** Hard cap on holding from `startedAt`, ms; `undefined`: none. */
+  readonly maxHold?: number;
   readonly lockAtLeastFor: number;
   /** Bound on each store call made for this lease. */
   readonly operationTimeout: number;
@@ -69,6 +71,8 @@ export class Lease {
   deadline: number;
   /** Monotonic time the lock was granted. */
   readonly acquiredAt: number;
+  /** Monotonic time at which the lease is given up whatever happens (maxHold); else Infinity. */
+  private readonly giveUpAt: number;
 
   /**
    * Created on first use of `signal`: most locks are released without anyone looking at it,
@@ -96,6 +100,7 @@ export class Lease {
     this.ttl = info.ttl;
     this.acquiredAt = info.startedAt;
     this.deadline = info.startedAt + info.validityMs;
+    this.giveUpAt = info.maxHold === undefined ? Infinity : info.startedAt + info.maxHold;
   }
 
   /** Aborted (reason `LockLostError`) when the lease is lost or released. */
@@ -110,6 +115,10 @@ export class Lease {
   /** Held and within its deadline. A passed deadline is turned into a loss on the spot. */
   isHeld(): boolean {
     if (this.state !== 'held') return false;
+    if (monotonicNow() >= this.giveUpAt) {
+      this.giveUp();
+      return false;
+    }
     if (monotonicNow() >= this.deadline) {
       this.markLost('lease expired before it was renewed');
       return false;
@@ -228,6 +237,14 @@ export class Lease {
     );
   }
 
+  /**
+   * maxHold reached: renewal stops and the lock is given up like a lost one (signal aborted,
+   * `lost` reported, released in the store if still ours), whatever its holder is doing.
+   */
+  private giveUp(): void {
+    this.markLost(`held for its maxHold of ${this.info.maxHold} ms: given up`);
+  }
+
   /** Renew `delayMs` from now (whole ms, rounded down: renewing early is harmless). */
   private scheduleRenewal(delayMs: number): void {
     this.renewAt = monotonicNow() + Math.floor(delayMs);
@@ -237,8 +254,7 @@ export class Lease {
   /** (Re)arms the lease's one timer for its next renewal or its deadline, whichever is first. */
   private armTimer(): void {
     if (this.timer) clearTimeout(this.timer);
-    const next =
-      this.renewAt !== undefined && this.renewAt < this.deadline ? this.renewAt : this.deadline;
+    const next = Math.min(this.renewAt ?? Infinity, this.deadline, this.giveUpAt);
     // Whole milliseconds, rounded up: Node keeps one timer list per distinct delay, and a
     // fractional delay per lease made a new list on every acquisition. Firing up to 1 ms late
     // only delays the report of a loss: isHeld() checks the deadline itself.
@@ -249,6 +265,7 @@ export class Lease {
     this.timer = undefined;
     if (this.state !== 'held') return;
     const now = monotonicNow();
+    if (now >= this.giveUpAt) return this.giveUp();
     if (now >= this.deadline) {
       this.markLost(
         this.info.autoRenew

@@ -14,6 +14,10 @@ export interface LockRequest {
   readonly waitTimeout: number;
   readonly autoRenew: boolean;
   readonly lockAtLeastFor: number;
+  /** Hard cap on holding, ms; `undefined`: none. */
+  readonly maxHold?: number;
+  /** The caller's signal: aborting it stops the wait. */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -43,5 +47,7 @@ export function prepareLockRequest(
     waitTimeout: isTry ? 0 : (opts.waitTimeout ?? settings.waitTimeout),
     autoRenew: opts.autoRenew ?? settings.autoRenew,
     lockAtLeastFor: opts.lockAtLeastFor ?? 0,
+    maxHold: opts.maxHold ?? settings.maxHold,
+    signal: opts.signal,
   };
 }

@@ -4,6 +4,7 @@ import type { LockBackend } from '../contract/lock-backend';
 import type { ShutdownSettings } from '../engine/shutdown-coordinator';
 import { OtelLockMetrics } from '../engine/otel-metrics';
 import { messageOf } from '../shared/error-message';
+import { checkKeyText, checkTtl } from './validation';
 import {
   checkBoolean,
   checkDuration,
@@ -20,6 +21,8 @@ export interface LockSettings {
   readonly ttl: number;
   readonly waitTimeout: number;
   readonly autoRenew: boolean;
+  /** Hard cap on holding a lock, ms (`undefined`: none); see `LockOptions.maxHold`. */
+  readonly maxHold?: number;
   /** Bound on any single store call (ms); see `LockModuleOptions.operationTimeout`. */
   readonly operationTimeout: number;
   /** What shutdown does with locks held by running work; see `LockModuleOptions.shutdown`. */
@@ -47,7 +50,7 @@ const ENGINE_KEYS = [
   'metrics',
 ];
 const SHUTDOWN_KEYS: ReadonlySet<string> = new Set(['inFlight', 'timeout']);
-const DEFAULTS_KEYS: ReadonlySet<string> = new Set(['ttl', 'waitTimeout', 'autoRenew']);
+const DEFAULTS_KEYS: ReadonlySet<string> = new Set(['ttl', 'waitTimeout', 'autoRenew', 'maxHold']);
 const BACKEND_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** What {@link buildLockRuntime} needs besides the options. */
@@ -152,10 +155,11 @@ function readSettings(
       `must be a string of at most ${MAX_PREFIX_LENGTH} characters`,
     );
   }
+  checkKeyText(keyPrefix, 'keyPrefix');
   return {
     defaultBackend,
     keyPrefix,
-    ttl: defaults.ttl === undefined ? DEFAULT_TTL_MS : checkDuration(defaults.ttl, 'defaults.ttl'),
+    ttl: defaults.ttl === undefined ? DEFAULT_TTL_MS : checkTtl(defaults.ttl, 'defaults.ttl'),
     waitTimeout:
       defaults.waitTimeout === undefined
         ? DEFAULT_WAIT_TIMEOUT_MS
@@ -164,6 +168,10 @@ function readSettings(
       defaults.autoRenew === undefined
         ? true
         : checkBoolean(defaults.autoRenew, 'defaults.autoRenew'),
+    maxHold:
+      defaults.maxHold === undefined
+        ? undefined
+        : checkDuration(defaults.maxHold, 'defaults.maxHold'),
     operationTimeout:
       options.operationTimeout === undefined
         ? DEFAULT_OPERATION_TIMEOUT_MS

@@ -9,6 +9,13 @@ import {
 } from '../shared/options';
 
 /**
+ * Shortest accepted ttl, ms. A lease of a few ms runs out before the grant's reply is back (it
+ * is then refused as worthless and a free key reads as busy), and stores that subtract clock
+ * drift (Redlock) have nothing left of it. Fractions of a ms are rounded up.
+ */
+export const MIN_TTL_MS = 100;
+
+/**
  * Longest accepted key (before the prefix), in characters. Generous (keys built from ids and
  * JSON fit), but bounded so a runaway template cannot ship megabytes to the store; backends
  * with short name limits (ZooKeeper node names, SQL key columns) hash long keys themselves.
@@ -26,6 +33,7 @@ export function validateKey(key: unknown, field = 'key'): string {
     throw new LockConfigError(field, `must be a string, got ${describe(key)}`);
   }
   if (key.length === 0) throw new LockConfigError(field, 'must not be empty');
+  checkKeyText(key, field);
   if (key.length > MAX_KEY_LENGTH) {
     throw new LockConfigError(
       field,
@@ -33,6 +41,49 @@ export function validateKey(key: unknown, field = 'key'): string {
     );
   }
   return key;
+}
+
+/**
+ * A key is text every store keeps as it is: no NUL (PostgreSQL refuses it in text) and no lone
+ * UTF-16 surrogate (UTF-8 has no encoding for one: stores would turn distinct keys such as
+ * `'\ud800'` and `'\udbff'` into the same replacement character, one lock for two keys).
+ * Also applied to the module's `keyPrefix`.
+ */
+export function checkKeyText(text: string, field: string): void {
+  if (text.includes('\u0000')) throw new LockConfigError(field, 'must not contain NUL (\\u0000)');
+  if (LONE_SURROGATE.test(text)) {
+    throw new LockConfigError(
+      field,
+      'must be well-formed Unicode (a lone surrogate such as \\ud800 has no UTF-8 form)',
+    );
+  }
+}
+
+/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** A lease ttl: a duration of at least {@link MIN_TTL_MS}. */
+export function checkTtl(value: unknown, field: string): number {
+  const ttl = checkDuration(value, field);
+  if (ttl < MIN_TTL_MS) {
+    throw new LockConfigError(field, `must be at least ${MIN_TTL_MS} ms, got ${String(value)}`);
+  }
+  return ttl;
+}
+
+/** An `AbortSignal` (duck-typed: a signal from another realm or polyfill works too). */
+export function checkSignal(value: unknown, field: string): AbortSignal {
+  const signal = value as Partial<AbortSignal> | null;
+  if (
+    typeof signal !== 'object' ||
+    signal === null ||
+    typeof signal.aborted !== 'boolean' ||
+    typeof signal.addEventListener !== 'function' ||
+    typeof signal.removeEventListener !== 'function'
+  ) {
+    throw new LockConfigError(field, `must be an AbortSignal, got ${describe(value)}`);
+  }
+  return value as AbortSignal;
 }
 
 /** Checks a key or key list; returns the distinct keys (duplicates would self-deadlock). */
@@ -52,6 +103,8 @@ export interface CheckedLockOptions {
   waitTimeout?: number;
   autoRenew?: boolean;
   lockAtLeastFor?: number;
+  signal?: AbortSignal;
+  maxHold?: number;
 }
 
 const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -60,6 +113,8 @@ const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set([
   'waitTimeout',
   'autoRenew',
   'lockAtLeastFor',
+  'signal',
+  'maxHold',
 ]);
 
 /**
@@ -71,12 +126,14 @@ export function validateLockOptions(options: unknown): CheckedLockOptions {
   const o = checkOptions(options, LOCK_OPTION_KEYS, 'options');
   return {
     backend: o.backend,
-    ttl: o.ttl === undefined ? undefined : checkDuration(o.ttl, 'ttl'),
+    ttl: o.ttl === undefined ? undefined : checkTtl(o.ttl, 'ttl'),
     waitTimeout: o.waitTimeout === undefined ? undefined : checkWait(o.waitTimeout, 'waitTimeout'),
     autoRenew: o.autoRenew === undefined ? undefined : checkBoolean(o.autoRenew, 'autoRenew'),
     lockAtLeastFor:
       o.lockAtLeastFor === undefined
         ? undefined
         : checkNonNegativeDuration(o.lockAtLeastFor, 'lockAtLeastFor'),
+    signal: o.signal === undefined ? undefined : checkSignal(o.signal, 'signal'),
+    maxHold: o.maxHold === undefined ? undefined : checkDuration(o.maxHold, 'maxHold'),
   };
 }
