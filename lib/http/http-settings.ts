@@ -26,7 +26,10 @@ export interface LockHttpSettings {
   /** Status for `LockBackendError` and `LockShuttingDownError`, or `false` to leave them to the app. */
   readonly unavailableStatus: number | false;
   /** `Retry-After` seconds sent with each, or `false` for none. */
-  readonly retryAfter: { readonly notAcquired: number | false; readonly unavailable: number | false };
+  readonly retryAfter: {
+    readonly notAcquired: number | false;
+    readonly unavailable: number | false;
+  };
 }
 
 /** Reads and validates the HTTP settings from the module options (`LockConfigError` naming the field). */

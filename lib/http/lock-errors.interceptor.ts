@@ -36,9 +36,9 @@ export class LockErrorsInterceptor implements NestInterceptor {
   /** Maps a lock error thrown by the handler (or anything it calls). */
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     if (context.getType() !== 'http') return next.handle();
-    return next.handle().pipe(
-      catchError((err: unknown) => throwError(() => this.toHttp(err, context) ?? err)),
-    );
+    return next
+      .handle()
+      .pipe(catchError((err: unknown) => throwError(() => this.toHttp(err, context) ?? err)));
   }
 
   private toHttp(err: unknown, context: ExecutionContext): HttpException | undefined {
