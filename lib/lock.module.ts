@@ -145,7 +145,7 @@ function providers(configured: readonly string[], backendNames: readonly string[
         const { settings, backends } = await buildLockRuntime(options, {
           types: BACKEND_TYPES,
           // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
-          context: { resolve: (token) => moduleRef.get(token as string, { strict: false }) },
+          resolve: (token) => moduleRef.get(token as string, { strict: false }),
           foreignKeys: HTTP_OPTION_KEYS,
         });
         return new LockEngine(backends, settings);

@@ -16,6 +16,21 @@ export interface BackendFactory<C> {
 export interface BackendContext {
   /** Looks a provider up in Nest DI by token (call it lazily: providers may not exist yet). */
   resolve(token: unknown): unknown;
+  /**
+   * Scrubs the configuration's secrets (passwords, credentials, URL passwords) from text and
+   * errors: every log line and error a backend writes itself goes through it.
+   */
+  readonly redactor: SecretRedactor;
+}
+
+/** Keeps a configuration's secrets out of text and errors (see `BackendContext.redactor`). */
+export interface SecretRedactor {
+  /** `text` with every known secret replaced. */
+  text(text: string): string;
+  /** The message of any thrown value, redacted. */
+  message(err: unknown): string;
+  /** A copy of `err` safe to log or keep as a `cause` (only fields that carry no data). */
+  error(err: unknown): Error | undefined;
 }
 
 /**

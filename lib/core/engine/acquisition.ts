@@ -5,6 +5,7 @@ import {
   LockNotAcquiredError,
   LockShuttingDownError,
 } from '../../errors/lock.errors';
+import type { SecretRedactor } from '../contract/backend-factory';
 import type { LockBackend, LockGrant } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
 import { backoffDelay, sleep, withTimeout } from '../shared/timers';
@@ -30,6 +31,8 @@ export interface AcquisitionDeps {
   readonly shutdown: ShutdownCoordinator;
   /** Bound on any single store call, ms. */
   readonly operationTimeout: number;
+  /** Scrubs secrets from store errors. */
+  readonly redactor: SecretRedactor;
 }
 
 /**
@@ -241,7 +244,12 @@ export class Acquisition {
     try {
       return await withTimeout(attempt, timeoutMs);
     } catch (err) {
-      const error = toLockError(backendName, `acquire failed for "${key}"`, err);
+      const error = toLockError(
+        this.deps.redactor,
+        backendName,
+        `acquire failed for "${key}"`,
+        err,
+      );
       this.deps.events.emit({
         type: 'error',
         key,

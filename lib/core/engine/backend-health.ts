@@ -1,7 +1,7 @@
 import type { LockBackendHealth } from '../../lock.interfaces';
 import type { LockBackend } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
-import { messageOf } from '../shared/error-message';
+import type { SecretRedactor } from '../contract/backend-factory';
 import { withTimeout } from '../shared/timers';
 
 /** Default bound on one backend's ping, ms: short enough for a readiness probe's own timeout. */
@@ -17,6 +17,7 @@ export async function pingBackends(
   names: readonly string[],
   timeoutMs: number,
   closing: boolean,
+  redactor: SecretRedactor,
 ): Promise<Record<string, LockBackendHealth>> {
   const results = await Promise.all(
     names.map(async (name): Promise<[string, LockBackendHealth]> => {
@@ -27,7 +28,7 @@ export async function pingBackends(
         await withTimeout(backends.get(name).ping(), timeoutMs);
         return [name, { status: 'up', latencyMs: latency() }];
       } catch (err) {
-        return [name, { status: 'down', latencyMs: latency(), error: messageOf(err) }];
+        return [name, { status: 'down', latencyMs: latency(), error: redactor.message(err) }];
       }
     }),
   );

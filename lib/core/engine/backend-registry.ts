@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { LockConfigError } from '../../errors/lock.errors';
 import type { LockBackend } from '../contract/lock-backend';
-import { messageOf } from '../shared/error-message';
+import type { SecretRedactor } from '../contract/backend-factory';
 
 /**
  * The configured backends by name: lookup (with the default), the check that each keeps its
@@ -53,12 +53,14 @@ export class BackendRegistry {
   }
 
   /** Closes every backend (each closes only the clients it created); failures are logged. */
-  async closeAll(logger: Logger): Promise<void> {
+  async closeAll(logger: Logger, redactor: SecretRedactor): Promise<void> {
     const entries = [...this.backends];
     const results = await Promise.allSettled(entries.map(([, backend]) => backend.close()));
     results.forEach((result, i) => {
       if (result.status === 'rejected') {
-        logger.error(`closing backend "${entries[i][0]}" failed: ${messageOf(result.reason)}`);
+        logger.error(
+          `closing backend "${entries[i][0]}" failed: ${redactor.message(result.reason)}`,
+        );
       }
     });
   }

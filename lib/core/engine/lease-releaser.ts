@@ -3,7 +3,6 @@ import type { Lease } from './lease';
 import type { LeaseReporter } from './lease-reporter';
 import type { HandleHost } from './lock-handle';
 import type { ShutdownCoordinator } from './shutdown-coordinator';
-import { toLockError } from './store-error';
 
 /**
  * Gives leases back: each handle released drops one holder of each of its leases, and the last
@@ -26,8 +25,8 @@ export class LeaseReleaser implements HandleHost {
       try {
         this.finished(lease, await lease.finish('released'));
       } catch (err) {
-        const error = toLockError(
-          lease.info.backendName,
+        const error = this.reporter.storeError(
+          lease,
           `release failed for "${lease.info.key}"`,
           err,
         );

@@ -1,17 +1,23 @@
+import { LockError } from '../../errors/lock.errors';
 import type { LockEvent, LockEventName } from '../../lock.interfaces';
+import type { SecretRedactor } from '../contract/backend-factory';
 import { monotonicNow } from '../shared/clock';
 import type { HeldLeases } from './held-leases';
 import type { Lease, LeaseHost } from './lease';
 import type { LockEvents } from './lock-events';
+import { toLockError } from './store-error';
 
 /**
  * What happens to a lease, told to the rest of the engine: its end takes it off the held list;
- * its grant, release, renewal, loss and failures become events (and so metrics and logs).
+ * its grant, release, renewal, loss and failures become events (and so metrics and logs), with
+ * the configuration's secrets scrubbed from every reason and error.
  */
 export class LeaseReporter implements LeaseHost {
   constructor(
     private readonly held: HeldLeases,
     private readonly events: LockEvents,
+    /** Scrubs secrets from reasons and errors. */
+    readonly redactor: SecretRedactor,
   ) {}
 
   leaseEnded(lease: Lease): void {
@@ -19,7 +25,11 @@ export class LeaseReporter implements LeaseHost {
   }
 
   reportLost(lease: Lease, reason: string, cause?: unknown): void {
-    this.emit('lost', lease, { heldMs: monotonicNow() - lease.acquiredAt, reason, error: cause });
+    this.emit('lost', lease, {
+      heldMs: monotonicNow() - lease.acquiredAt,
+      reason: this.redactor.text(reason),
+      error: this.redactor.error(cause),
+    });
   }
 
   reportRenewed(lease: Lease): void {
@@ -27,7 +37,15 @@ export class LeaseReporter implements LeaseHost {
   }
 
   reportError(lease: Lease, reason: string, error: unknown): void {
-    this.emit('error', lease, { reason, error });
+    this.emit('error', lease, {
+      reason: this.redactor.text(reason),
+      // A LockError was built redacted; anything else is a store client's error object.
+      error: error instanceof LockError ? error : this.redactor.error(error),
+    });
+  }
+
+  storeError(lease: Lease, what: string, error: unknown): LockError {
+    return toLockError(this.redactor, lease.info.backendName, what, error);
   }
 
   /** A grant after waiting `waitedMs`. */

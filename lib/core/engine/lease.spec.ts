@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { LockBackendError, LockLostError } from '../../errors/lock.errors';
+import { LockBackendError, type LockError, LockLostError } from '../../errors/lock.errors';
 import type { LockBackend, LockBackendCapabilities } from '../contract/lock-backend';
 import { Lease, type LeaseGrantInfo, type LeaseHost } from './lease';
 
@@ -59,6 +59,9 @@ class FakeHost implements LeaseHost {
   }
   reportError(_lease: Lease, reason: string): void {
     this.errors.push(reason);
+  }
+  storeError(lease: Lease, what: string, error: unknown): LockError {
+    return new LockBackendError(lease.info.backendName, `${what}: ${String(error)}`);
   }
 }
 

@@ -1,9 +1,8 @@
-import { LockLostError } from '../../errors/lock.errors';
+import { type LockError, LockLostError } from '../../errors/lock.errors';
 import type { LockBackend } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
 import { messageOf } from '../shared/error-message';
 import { unrefTimer, withTimeout } from '../shared/timers';
-import { toLockError } from './store-error';
 
 /** Shortest lease left behind by lockAtLeastFor. */
 const MIN_KEEP_MS = 100;
@@ -18,6 +17,8 @@ export interface LeaseHost {
   reportRenewed(lease: Lease): void;
   /** Report a backend failure that did not (yet) lose the lock. */
   reportError(lease: Lease, reason: string, error: unknown): void;
+  /** A store call's failure as the redacted `LockError` the caller gets. */
+  storeError(lease: Lease, what: string, error: unknown): LockError;
 }
 
 /** Fixed facts of one grant. */
@@ -145,7 +146,7 @@ export class Lease {
     try {
       ok = await this.bounded(this.info.backend.extend(this.info.fullKey, this.info.token, ttl));
     } catch (err) {
-      const error = toLockError(this.info.backendName, 'extend failed', err);
+      const error = this.host.storeError(this, 'extend failed', err);
       this.host.reportError(this, 'extend failed', error);
       throw error;
     }
@@ -302,7 +303,7 @@ export class Lease {
       this.host.reportRenewed(this);
     } catch (err) {
       if (this.state !== 'held') return;
-      this.host.reportError(this, `renewal failed: ${messageOf(err)}`, err);
+      this.host.reportError(this, `renewal failed: ${messageOf(err)}`, err); // redacted by the host
       // Retry sooner than ttl/3: the deadline timer declares loss if none succeeds in time.
       this.scheduleRenewal(Math.max(10, (this.deadline - monotonicNow()) / 3));
     } finally {

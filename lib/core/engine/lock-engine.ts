@@ -10,6 +10,7 @@ import type { LockBackend } from '../contract/lock-backend';
 import type { LockSettings } from '../settings/module-options';
 import { validateKey } from '../settings/validation';
 import { checkDuration, checkOptions } from '../shared/options';
+import { Redactor } from '../shared/redactor';
 import { withTimeout } from '../shared/timers';
 import { Acquisition } from './acquisition';
 import { DEFAULT_HEALTH_TIMEOUT_MS, pingBackends } from './backend-health';
@@ -44,6 +45,7 @@ export class LockEngine {
   private readonly releaser: LeaseReleaser;
   private readonly acquisition: Acquisition;
   private closed = false;
+  private readonly redactor: Redactor;
 
   constructor(
     backends: ReadonlyMap<string, LockBackend>,
@@ -54,7 +56,8 @@ export class LockEngine {
     this.backends = new BackendRegistry(backends, settings.defaultBackend);
     this.events = new LockEvents(logger, settings.otel);
     this.shutdown = new ShutdownCoordinator(settings.shutdown, logger);
-    const reporter = new LeaseReporter(this.held, this.events);
+    this.redactor = settings.redactor ?? new Redactor();
+    const reporter = new LeaseReporter(this.held, this.events, this.redactor);
     this.releaser = new LeaseReleaser(reporter, this.shutdown);
     this.acquisition = new Acquisition({
       context: this.context,
@@ -64,6 +67,7 @@ export class LockEngine {
       releaser: this.releaser,
       shutdown: this.shutdown,
       operationTimeout: settings.operationTimeout,
+      redactor: this.redactor,
     });
     for (const [name, backend] of this.backends.entries()) {
       this.events.register(name);
@@ -140,7 +144,7 @@ export class LockEngine {
         this.settings.operationTimeout,
       );
     } catch (err) {
-      throw toLockError(backendName, `isLocked failed for "${k}"`, err);
+      throw toLockError(this.redactor, backendName, `isLocked failed for "${k}"`, err);
     }
   }
 
@@ -168,7 +172,7 @@ export class LockEngine {
         return n;
       });
     }
-    return pingBackends(this.backends, names, timeout, this.shutdown.isClosing);
+    return pingBackends(this.backends, names, timeout, this.shutdown.isClosing, this.redactor);
   }
 
   /** Metrics per backend. */
@@ -190,6 +194,6 @@ export class LockEngine {
     await this.beforeShutdown();
     if (this.closed) return;
     this.closed = true;
-    await this.backends.closeAll(this.logger);
+    await this.backends.closeAll(this.logger, this.redactor);
   }
 }

@@ -1,12 +1,20 @@
 import { LockBackendError, LockError } from '../../errors/lock.errors';
-import { messageOf } from '../shared/error-message';
+import type { SecretRedactor } from '../contract/backend-factory';
 
 /**
  * A store call's failure as the `LockError` callers get: a `LockError` passes through (a
  * backend may raise `LockConfigError` or `LockBackendError` itself); anything else becomes
- * `LockBackendError` saying what failed, with the original as `cause`.
+ * `LockBackendError` saying what failed, with a redacted copy of the original as `cause`: a
+ * client's error object (with its command arguments and options) never leaves the module.
  */
-export function toLockError(backendName: string, what: string, err: unknown): LockError {
+export function toLockError(
+  redactor: SecretRedactor,
+  backendName: string,
+  what: string,
+  err: unknown,
+): LockError {
   if (err instanceof LockError) return err;
-  return new LockBackendError(backendName, `${what}: ${messageOf(err)}`, { cause: err });
+  return new LockBackendError(backendName, `${what}: ${redactor.message(err)}`, {
+    cause: redactor.error(err),
+  });
 }

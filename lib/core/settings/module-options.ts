@@ -3,7 +3,7 @@ import type { BackendContext, BackendFactory, BackendTypes } from '../contract/b
 import type { LockBackend } from '../contract/lock-backend';
 import type { ShutdownSettings } from '../engine/shutdown-coordinator';
 import { OtelLockMetrics } from '../engine/otel-metrics';
-import { messageOf } from '../shared/error-message';
+import { Redactor } from '../shared/redactor';
 import { checkKeyText, checkTtl } from './validation';
 import {
   checkBoolean,
@@ -29,6 +29,11 @@ export interface LockSettings {
   readonly shutdown: ShutdownSettings;
   /** OpenTelemetry instruments, when `@opentelemetry/api` is installed and metrics are on. */
   readonly otel?: OtelLockMetrics;
+  /**
+   * Scrubs the backends' secrets from every message, log line and `cause` the engine writes
+   * (always set by the module; an engine built without one scrubs URL passwords only).
+   */
+  readonly redactor?: Redactor;
 }
 
 /** Library defaults: a 30 s lease (never the 100 ms some libraries ship) and a 10 s wait. */
@@ -58,7 +63,7 @@ export interface RuntimeSources {
   /** Backend types by `type` (the registration table). */
   readonly types: BackendTypes;
   /** Lookup of Nest providers for backends that reuse one (a DataSource, say). */
-  readonly context?: BackendContext;
+  readonly resolve?: BackendContext['resolve'];
   /** Module option keys validated by other layers (the HTTP mapping), accepted here as known. */
   readonly foreignKeys?: readonly string[];
 }
@@ -70,7 +75,7 @@ export interface RuntimeSources {
  */
 export async function buildLockRuntime(
   input: unknown,
-  { types, context = { resolve: () => undefined }, foreignKeys = [] }: RuntimeSources,
+  { types, resolve = () => undefined, foreignKeys = [] }: RuntimeSources,
 ): Promise<{ settings: LockSettings; backends: Map<string, LockBackend> }> {
   const options = checkOptions(input, new Set([...ENGINE_KEYS, ...foreignKeys]), 'options', '');
   const backendsIn = checkObject(options.backends, 'backends');
@@ -97,11 +102,14 @@ export async function buildLockRuntime(
     factories.set(name, factory);
   }
 
-  const settings = readSettings(options, names);
+  // Every secret of every backend's configuration, known before anything can fail or log.
+  const redactor = Redactor.of(backendsIn);
+  const context: BackendContext = { resolve, redactor };
+  const settings = { ...readSettings(options, names), redactor };
   const metrics = options.metrics === undefined ? true : checkBoolean(options.metrics, 'metrics');
 
   // Only now, with everything validated, touch the outside world.
-  const otel = metrics ? await loadMetrics() : undefined;
+  const otel = metrics ? await loadMetrics(redactor) : undefined;
   const backends = new Map<string, LockBackend>();
   try {
     for (const [name, factory] of factories) {
@@ -115,13 +123,13 @@ export async function buildLockRuntime(
 }
 
 /** The OpenTelemetry instruments; a broken `@opentelemetry/api` install names the option. */
-async function loadMetrics(): Promise<OtelLockMetrics | undefined> {
+async function loadMetrics(redactor: Redactor): Promise<OtelLockMetrics | undefined> {
   try {
     return await OtelLockMetrics.load();
   } catch (err) {
     throw new LockConfigError(
       'metrics',
-      `@opentelemetry/api is installed but could not be loaded (${messageOf(err)}); fix the install or set metrics: false`,
+      `@opentelemetry/api is installed but could not be loaded (${redactor.message(err)}); fix the install or set metrics: false`,
     );
   }
 }
@@ -137,14 +145,16 @@ async function startBackend(
     return await factory.create(config, name, context);
   } catch (err) {
     if (err instanceof LockError) throw err;
-    throw new LockBackendError(name, `could not start: ${messageOf(err)}`, { cause: err });
+    throw new LockBackendError(name, `could not start: ${context.redactor.message(err)}`, {
+      cause: context.redactor.error(err),
+    });
   }
 }
 
 function readSettings(
   options: Record<string, unknown>,
   names: readonly string[],
-): Omit<LockSettings, 'otel'> {
+): Omit<LockSettings, 'otel' | 'redactor'> {
   const defaultBackend = readDefaultBackend(options.defaultBackend, names);
   const defaults =
     options.defaults === undefined ? {} : checkOptions(options.defaults, DEFAULTS_KEYS, 'defaults');

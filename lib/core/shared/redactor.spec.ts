@@ -1,0 +1,68 @@
+import { inspect } from 'node:util';
+import { describe, expect, it } from '@jest/globals';
+import { Redactor, RedactedError, secretsIn } from './redactor';
+
+const SENTINEL = 'S3ntinel-Secret';
+
+describe('Redactor', () => {
+  const config = {
+    main: { type: 'redis', url: `redis://:${SENTINEL}-url@127.0.0.1:6390` },
+    acl: { type: 'redis', url: 'redis://127.0.0.1', redisOptions: { password: `${SENTINEL}-pw` } },
+    zk: { type: 'zookeeper', auth: [{ scheme: 'digest', credentials: `alice:${SENTINEL}-zk` }] },
+    db: {
+      type: 'typeorm',
+      dataSourceOptions: { type: 'postgres', password: `${SENTINEL}-pg` },
+      dataSourceToken: 'DataSource',
+    },
+    // A client passed in: its secrets sit in its options.
+    client: {
+      type: 'redis',
+      client: new (class Client {
+        options = { password: `${SENTINEL}-c` };
+      })(),
+    },
+  };
+
+  it('finds secret-named values, URL passwords, digest passwords and client options', () => {
+    const secrets = secretsIn(config);
+    for (const suffix of ['url', 'pw', 'pg', 'c'])
+      expect(secrets).toContain(`${SENTINEL}-${suffix}`);
+    expect(secrets).toContain(`${SENTINEL}-zk`);
+    expect(secrets).toContain(`alice:${SENTINEL}-zk`);
+    // Names of things are not secrets: a DI token stays readable.
+    expect(secrets).not.toContain('DataSource');
+  });
+
+  it('scrubs known secrets and any URL password from text', () => {
+    const redactor = Redactor.of(config);
+    const text = redactor.text(
+      `AUTH ${SENTINEL}-pw failed; redis://:${SENTINEL}-url@h:1 and postgres://u:other@h/db, alice:${SENTINEL}-zk`,
+    );
+    expect(text).not.toContain(SENTINEL);
+    expect(text).not.toContain('other');
+    expect(text).toContain('redis://:***@h:1');
+    expect(text).toContain('postgres://u:***@h/db');
+  });
+
+  it('turns a client error into a copy with only data-free fields, cause chain included', () => {
+    const redactor = Redactor.of(config);
+    const reply = Object.assign(new Error(`WRONGPASS ${SENTINEL}-pw`), {
+      name: 'ReplyError',
+      command: { name: 'auth', args: [`${SENTINEL}-pw`] },
+      code: 'WRONGPASS',
+      cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6390'), {
+        code: 'ECONNREFUSED',
+        address: '127.0.0.1',
+        port: 6390,
+        options: { password: `${SENTINEL}-pw` },
+      }),
+    });
+    const safe = redactor.error(reply)!;
+    expect(safe).toBeInstanceOf(RedactedError);
+    expect(safe).toMatchObject({ name: 'ReplyError', code: 'WRONGPASS' });
+    expect(safe.cause).toMatchObject({ code: 'ECONNREFUSED', address: '127.0.0.1', port: 6390 });
+    expect(inspect(safe, { depth: Infinity, showHidden: true })).not.toContain(SENTINEL);
+    expect(redactor.error(undefined)).toBeUndefined();
+    expect(redactor.error('plain string')).toMatchObject({ message: 'plain string' });
+  });
+});
