@@ -28,6 +28,7 @@ export type {
   LockEventListener,
   LockMetrics,
   LockBackendHealth,
+  LockInfo,
   LockHealthOptions,
 } from './lock.interfaces';
 export type { LockModuleOptions, LockDefaults, LockShutdownOptions } from './lock.module-options';

@@ -78,6 +78,25 @@ export interface Lock extends AsyncDisposable {
   release(): Promise<void>;
 }
 
+/** What `LockService.inspect` tells about a key. */
+export interface LockInfo {
+  /** Whether someone (any process) holds the key now. */
+  readonly held: boolean;
+  /**
+   * Fence of the current holder; when free, the last fence handed out for the key (the next
+   * grant's is higher); `null` where the store cannot tell.
+   */
+  readonly fence: number | null;
+  /** Lease left, ms, on stores that keep an expiry (absent for session locks). */
+  readonly remainingMs?: number;
+  /** Callers queued for the key, on stores that keep a queue. */
+  readonly waiting?: number;
+  /** How many hold it now (1 for a held lock, 0 when free). */
+  readonly holders?: number;
+  /** Whether this process (this module) holds it. */
+  readonly mine: boolean;
+}
+
 /** Names of the events emitted by `LockService.on`. */
 export type LockEventName = 'acquired' | 'released' | 'contended' | 'renewed' | 'lost' | 'error';
 

@@ -4,6 +4,7 @@ import type {
   Lock,
   LockBackendHealth,
   LockHealthOptions,
+  LockInfo,
   LockEventListener,
   LockEventName,
   LockMetrics,
@@ -63,6 +64,26 @@ export class LockService {
   /** Whether anyone holds `key` now. */
   isLocked(key: string, opts?: { backend?: string }): Promise<boolean> {
     return this.engine.isLocked(key, opts, this.backend);
+  }
+
+  /**
+   * What the store knows about `key` now: held or not, the fence (the holder's, or when free
+   * the last one handed out), the lease left and the queue length where the store keeps them,
+   * and whether this process holds it. `LockConfigError` on a backend that cannot tell.
+   */
+  inspect(key: string, opts?: { backend?: string }): Promise<LockInfo> {
+    return this.engine.inspect(key, opts, this.backend);
+  }
+
+  /**
+   * **Operators only, dangerous:** frees `key` whoever holds it; `true` when a holder was
+   * removed. The holder is not stopped: it learns of the loss at its next renewal (its `signal`
+   * aborts), and until then it may still act, which only fencing makes safe (the next grant's
+   * fence is higher, so a store that checks fences refuses the stale holder's writes). Use it to
+   * clear a lock left by a holder you know is gone.
+   */
+  forceRelease(key: string, opts?: { backend?: string }): Promise<boolean> {
+    return this.engine.forceRelease(key, opts, this.backend);
   }
 
   /** The innermost lock held by the current `withLock`/`@Locked` scope, if any. */

@@ -12,7 +12,8 @@
  * What lives where, and why:
  * - here (`battery/`, one file per concern): what a store could get wrong, so every backend
  *   runs it: exclusion, ttl expiry or session lifetime, renewal and extend, lockAtLeastFor,
- *   owner-only release, fences, try versus wait and the store's own queue, multi-key rollback
+ *   owner-only release, fences, try versus wait and the store's own queue, cancellation by the
+ *   caller's signal, inspect/forceRelease where supported, multi-key rollback
  *   on the store, losing a lock, health, keys of any content, and the declared capabilities.
  * - `test/core/*.spec.ts`, once, on the memory backend: what the engine does whatever the
  *   store: bad input refused before any I/O, event and metric payloads, scopes (`await using`,
@@ -26,6 +27,8 @@
  * exactly like two processes would.
  */
 import { describe } from '@jest/globals';
+import { admin } from './battery/admin';
+import { cancellation } from './battery/cancellation';
 import { capabilities } from './battery/capabilities';
 import { LockFixture, type ConformanceTarget } from './battery/fixture';
 import { fencing } from './battery/fencing';
@@ -48,10 +51,12 @@ const CONCERNS = [
   ownership,
   fencing,
   waiting,
+  cancellation,
   multiKey,
   lostLock,
   health,
   keyContent,
+  admin,
 ] as const;
 
 /** Declares `describe('conformance: <name>')` with every concern of the battery. */

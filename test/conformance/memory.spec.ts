@@ -5,4 +5,5 @@ runLockConformance({
   setup: async () => ({ config: { type: 'memory' } }),
   capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
   shortTtl: 300,
+  admin: true,
 });

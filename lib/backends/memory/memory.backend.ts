@@ -6,6 +6,7 @@ import type {
   LockBackendCapabilities,
   LockGrant,
   QueuedRequest,
+  StoreLockInfo,
 } from '../../core/contract/lock-backend';
 
 interface Waiter {
@@ -16,7 +17,7 @@ interface Waiter {
 }
 
 interface Entry {
-  owner?: { token: string; expiresAt: number; timer: NodeJS.Timeout };
+  owner?: { token: string; expiresAt: number; fence: number; timer: NodeJS.Timeout };
   readonly waiters: Waiter[];
 }
 
@@ -94,6 +95,26 @@ export class MemoryLockBackend implements LockBackend {
     return entry !== undefined && this.isOwned(entry);
   }
 
+  async inspect(key: string): Promise<StoreLockInfo> {
+    const entry = this.entries.get(key);
+    const owned = entry !== undefined && this.isOwned(entry);
+    return {
+      held: owned,
+      // When free: the counter is shared by all keys, at or above this key's last fence.
+      fence: owned ? entry.owner!.fence : this.fence,
+      remainingMs: owned ? Math.max(0, entry.owner!.expiresAt - monotonicNow()) : undefined,
+      waiting: entry?.waiters.length ?? 0,
+      holders: owned ? 1 : 0,
+    };
+  }
+
+  async forceRelease(key: string): Promise<boolean> {
+    const entry = this.entries.get(key);
+    if (!entry || !this.isOwned(entry)) return false;
+    this.handOff(key, entry);
+    return true;
+  }
+
   async ping(): Promise<void> {
     if (this.closed) throw new Error('closed');
   }
@@ -124,12 +145,14 @@ export class MemoryLockBackend implements LockBackend {
   private grant(key: string, entry: Entry, token: string, ttlMs: number): LockGrant {
     if (entry.owner) clearTimeout(entry.owner.timer);
     const grantedAt = monotonicNow();
+    const fence = ++this.fence;
     entry.owner = {
       token,
       expiresAt: grantedAt + ttlMs,
+      fence,
       timer: unrefTimer(() => this.expire(key, token), ttlMs),
     };
-    return { fence: ++this.fence, grantedAt };
+    return { fence, grantedAt };
   }
 
   /** Lease ran out: pass the lock to the next waiter, as a release would. */

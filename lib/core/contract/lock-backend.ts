@@ -31,6 +31,19 @@ export interface LockBackend {
   isLocked(key: string): Promise<boolean>;
 
   /**
+   * What the store knows about `key` now (admin and diagnostics: `LockService.inspect`).
+   * Optional: the engine refuses `inspect` on a backend without it (`LockConfigError`).
+   */
+  inspect?(key: string): Promise<StoreLockInfo>;
+
+  /**
+   * Frees `key` whoever holds it (operators only: `LockService.forceRelease`); `true` when a
+   * holder was removed. Fences keep rising, so a stale holder's fenced writes are refused, and its
+   * next renewal finds the lock gone (its signal aborts). Optional, like `inspect`.
+   */
+  forceRelease?(key: string): Promise<boolean>;
+
+  /**
    * Session-level loss (ZooKeeper session expiry, dropped DB connection): the backend calls
    * `listener` for each lost (key, token). Optional; lease backends rely on the watchdog.
    */
@@ -53,6 +66,23 @@ export interface LockBackend {
 
   /** Close resources this backend created; must not close clients the user passed in. */
   close(): Promise<void>;
+}
+
+/** What a store can tell about one key (`LockBackend.inspect`). */
+export interface StoreLockInfo {
+  /** Whether someone holds the key now. */
+  readonly held: boolean;
+  /**
+   * Fence of the current holder; when free, the last fence handed out for the key (the next
+   * grant's is higher); `null` when the store cannot tell.
+   */
+  readonly fence: number | null;
+  /** Lease left, ms, where the store keeps an expiry (absent for session locks). */
+  readonly remainingMs?: number;
+  /** Callers queued for the key, where the store keeps a queue. */
+  readonly waiting?: number;
+  /** How many hold it now (1 for a held mutex, 0 when free). */
+  readonly holders?: number;
 }
 
 /** One grant asked of a backend. */

@@ -31,6 +31,11 @@ export class HeldLeases {
     return this.leases.get(HeldLeases.slot(backend, fullKey, token));
   }
 
+  /** Held leases of (backend, full key), whatever their token. */
+  ofKey(backend: string, fullKey: string): Lease[] {
+    return this.all().filter((l) => l.info.backendName === backend && l.info.fullKey === fullKey);
+  }
+
   /** Every held lease. */
   all(): Lease[] {
     return [...this.leases.values()];

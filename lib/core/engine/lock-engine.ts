@@ -4,6 +4,7 @@ import type {
   LockBackendHealth,
   LockEventListener,
   LockEventName,
+  LockInfo,
   LockMetrics,
 } from '../../lock.interfaces';
 import type { LockBackend } from '../contract/lock-backend';
@@ -25,7 +26,7 @@ import { type LockRequest, prepareLockRequest } from './lock-request';
 import { ShutdownCoordinator } from './shutdown-coordinator';
 import { toLockError } from './store-error';
 
-const IS_LOCKED_KEYS: ReadonlySet<string> = new Set(['backend']);
+const KEY_QUERY_KEYS: ReadonlySet<string> = new Set(['backend']);
 const HEALTH_KEYS: ReadonlySet<string> = new Set(['timeout', 'backends']);
 
 /**
@@ -134,18 +135,67 @@ export class LockEngine {
 
   /** Whether anyone holds `key` on the backend. */
   async isLocked(key: unknown, options: unknown, defaultBackend?: string): Promise<boolean> {
-    const k = validateKey(key);
-    const opts = options === undefined ? {} : checkOptions(options, IS_LOCKED_KEYS, 'options');
-    const backendName = this.backends.resolve(opts.backend, defaultBackend);
-    const backend = this.backends.get(backendName);
+    const { backendName, backend, fullKey, k } = this.adminTarget(key, options, defaultBackend);
     try {
-      return await withTimeout(
-        backend.isLocked(this.settings.keyPrefix + k),
-        this.settings.operationTimeout,
-      );
+      return await withTimeout(backend.isLocked(fullKey), this.settings.operationTimeout);
     } catch (err) {
       throw toLockError(this.redactor, backendName, `isLocked failed for "${k}"`, err);
     }
+  }
+
+  /** The key and backend of a query or admin call (`{ backend }` is its only option). */
+  private adminTarget(key: unknown, options: unknown, defaultBackend?: string) {
+    const k = validateKey(key);
+    const opts = options === undefined ? {} : checkOptions(options, KEY_QUERY_KEYS, 'options');
+    const backendName = this.backends.resolve(opts.backend, defaultBackend);
+    return {
+      k,
+      backendName,
+      backend: this.backends.get(backendName),
+      fullKey: this.settings.keyPrefix + k,
+    };
+  }
+
+  private unsupported(backendName: string, call: string): LockConfigError {
+    return new LockConfigError(
+      'backend',
+      `backend "${backendName}" cannot ${call} (see the README's backend table)`,
+    );
+  }
+
+  /** What the store knows about `key`, and whether this process holds it. */
+  async inspect(key: unknown, options: unknown, defaultBackend?: string): Promise<LockInfo> {
+    const { backendName, backend, fullKey, k } = this.adminTarget(key, options, defaultBackend);
+    if (!backend.inspect) throw this.unsupported(backendName, 'inspect');
+    try {
+      const info = await withTimeout(backend.inspect(fullKey), this.settings.operationTimeout);
+      const mine = this.held.ofKey(backendName, fullKey).some((lease) => lease.isHeld());
+      return { ...info, mine };
+    } catch (err) {
+      throw toLockError(this.redactor, backendName, `inspect failed for "${k}"`, err);
+    }
+  }
+
+  /**
+   * Frees `key` whoever holds it (operators only). A lease this process held on it is reported
+   * lost at once; another process's finds out at its next renewal.
+   */
+  async forceRelease(key: unknown, options: unknown, defaultBackend?: string): Promise<boolean> {
+    const { backendName, backend, fullKey, k } = this.adminTarget(key, options, defaultBackend);
+    if (!backend.forceRelease) throw this.unsupported(backendName, 'forceRelease');
+    let freed: boolean;
+    try {
+      freed = await withTimeout(backend.forceRelease(fullKey), this.settings.operationTimeout);
+    } catch (err) {
+      throw toLockError(this.redactor, backendName, `forceRelease failed for "${k}"`, err);
+    }
+    for (const lease of this.held.ofKey(backendName, fullKey)) {
+      lease.markLost('force-released by an operator (LockService.forceRelease)');
+    }
+    this.logger.warn(
+      `lock "${k}" on "${backendName}" force-released (${freed ? 'it was held' : 'it was free'})`,
+    );
+    return freed;
   }
 
   /** Subscribes to an event; returns the unsubscribe function. */

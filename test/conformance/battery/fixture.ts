@@ -33,6 +33,11 @@ export interface ConformanceTarget {
    * server). Adds a case where contenders come from two apps. Never set for `memory`.
    */
   sharedAcrossApps?: boolean;
+  /**
+   * `true` when the backend answers `inspect` and `forceRelease` (the battery then checks them);
+   * otherwise it checks that both are refused with `LockConfigError`.
+   */
+  admin?: boolean;
 }
 
 /** Name of the single backend every conformance app configures. */
