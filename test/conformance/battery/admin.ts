@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { LockConfigError } from '../../../lib/errors/lock.errors';
 import { aborted, within } from '../../support/async';
