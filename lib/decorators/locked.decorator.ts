@@ -46,7 +46,7 @@ export function Locked<A extends unknown[] = unknown[]>(
       }
       const [keys, callOptions] = named(where, () => [
         resolveKey(args),
-        signalOf ? withSignal(acquireOptions, signalOf(args)) : acquireOptions,
+        signalOf ? withSignal(acquireOptions, signalOf(...args)) : acquireOptions,
       ]);
       let entered = false;
       try {
