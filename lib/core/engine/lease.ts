@@ -104,6 +104,12 @@ export class Lease {
     this.giveUpAt = info.maxHold === undefined ? Infinity : info.startedAt + info.maxHold;
   }
 
+  /** What `util.inspect` shows (never the backend, its client or their options). */
+  [Symbol.for('nodejs.util.inspect.custom')](): object {
+    const { key, backendName, fence, ttl } = this.info;
+    return { key, backend: backendName, fence, ttl, state: this.state, holders: this.holders };
+  }
+
   /** Aborted (reason `LockLostError`) when the lease is lost or released. */
   get signal(): AbortSignal {
     if (!this.controller) {

@@ -102,4 +102,18 @@ export class LockHandle implements Lock {
   [Symbol.asyncDispose](): Promise<void> {
     return this.release();
   }
+
+  /**
+   * What `console.log(lock)` / `util.inspect` show: the lock's own facts only. The default
+   * would walk into the engine and the backend (its client, its options, their secrets).
+   */
+  [Symbol.for('nodejs.util.inspect.custom')](): object {
+    return {
+      key: this.key,
+      backend: this.backend,
+      fence: this.fence,
+      held: this.isHeld(),
+      released: this.released,
+    };
+  }
 }
