@@ -76,34 +76,50 @@ describe('redis faults', () => {
     }
   }, 30_000);
 
-  it('a restart without persistence: the holder is told it lost the lock, the waiter recovers and acquires', async () => {
+  it('a restart without persistence: the waiter fails at once naming the closed connection, the holder is told it lost the lock, the key is free again', async () => {
     const node = await startRedisNode();
     await twoAppsOn(node, async (a, b) => {
       const held = await a.locks.acquire('k', { ttl: 1_500 });
       const lost = new Promise<unknown>((resolve) =>
         held.signal.addEventListener('abort', () => resolve(held.signal.reason)),
       );
-      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
+      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 }).catch((e: unknown) => e);
       await sleep(200); // the waiter is subscribed and waiting
-      await node.restart(); // comes back empty: the lock is gone
-      const lock = await waiter;
-      expect(lock.isHeld()).toBe(true);
-      // Known unsafe without persistence: both believe they hold until A's next renewal.
+      const restarting = node.restart(); // comes back empty: the lock is gone
+      const stoppedAt = now();
+      // The store went away under the waiter: it fails at once, saying so, instead of waiting on.
+      const error = await waiter;
+      expect(now() - stoppedAt).toBeLessThan(1_000);
+      expect(error).toBeInstanceOf(LockBackendError);
+      expect((error as Error).message).toMatch(
+        new RegExp(
+          `not connected to 127\\.0\\.0\\.1:${node.port}: (the connection closed|connect ECONNREFUSED)`,
+        ),
+      );
+      await restarting;
+      // Known unsafe without persistence: A believes it holds until its next renewal.
       expect(await lost).toBeInstanceOf(LockLostError);
       expect(held.isHeld()).toBe(false);
+      const lock = await b.locks.acquire('k', { waitTimeout: 5_000 });
+      expect(lock.isHeld()).toBe(true);
       await lock.release();
     });
   }, 30_000);
 
-  it('a restart with AOF persistence: the holder keeps the lock, the waiter resubscribes and gets it on release', async () => {
+  it('a restart with AOF persistence: the holder keeps the lock, the waiter in place fails at once, a new waiter is woken by the resubscribed channel', async () => {
     const node = await startRedisNode({
       extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'],
     });
     await twoAppsOn(node, async (a, b) => {
       const held = await a.locks.acquire('k', { ttl: 3_000 });
-      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
+      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 }).catch((e: unknown) => e);
       await sleep(200);
       await node.restart();
+      // The waiter learnt of the restart (its connection closed) and failed with the reason.
+      expect(await waiter).toMatchObject({
+        code: 'LOCK_BACKEND',
+        message: expect.stringContaining(`not connected to 127.0.0.1:${node.port}`),
+      });
       await sleep(1_500); // both clients reconnect; A renews through the restart
       // B's subscriber connection subscribed its wake-up channel again on the restarted server
       // (A never waited, so it has none).
@@ -116,9 +132,11 @@ describe('redis faults', () => {
       expect(await subscribers()).toBe('*1');
       expect(held.isHeld()).toBe(true);
       expect(held.signal.aborted).toBe(false);
+      const again = b.locks.acquire('k', { waitTimeout: 15_000 });
+      await sleep(200);
       const releasedAt = now();
       await held.release();
-      const lock = await waiter;
+      const lock = await again;
       expect(now() - releasedAt).toBeLessThan(1_500);
       expect(lock.fence).toBeGreaterThan(held.fence!);
       await lock.release();
