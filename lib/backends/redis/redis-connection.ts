@@ -81,9 +81,7 @@ export class RedisConnection {
     });
     this.listen('error', (err) => {
       this.log(err);
-      // A Cluster that reached none of its nodes says only "Failed to refresh slots cache.";
-      // the node's own error says why.
-      const reason = (err as { lastNodeError?: unknown } | undefined)?.lastNodeError ?? err;
+      const reason = clusterFailure(err) ?? err;
       if (this.client.status === 'ready') this.lastError = reason;
       else this.markDown(reason);
     });
@@ -225,6 +223,26 @@ export class RedisConnection {
     this.lastLogged.set(message, now);
     this.logger.warn(`${this.label}: ${message}`);
   }
+}
+
+/**
+ * A Cluster that reached none of its nodes says only "Failed to refresh slots cache."; the last
+ * node's error says why (`WRONGPASS ...`, or "Connection is closed." when nothing listens: the
+ * connection that saw `ECONNREFUSED` is one ioredis keeps to itself).
+ */
+function clusterFailure(err: unknown): Error | undefined {
+  const last = (err as { lastNodeError?: unknown } | undefined)?.lastNodeError;
+  if (last === undefined || last === null) return undefined;
+  const failure = new Error(
+    `no node of the cluster answered (last: ${(last as { message?: unknown }).message})`,
+    { cause: last },
+  );
+  for (const field of WHAT_FAILED) {
+    (failure as unknown as Record<string, unknown>)[field] = (last as Record<string, unknown>)[
+      field
+    ];
+  }
+  return failure;
 }
 
 /**

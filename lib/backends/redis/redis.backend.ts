@@ -94,7 +94,9 @@ export class RedisLockBackend implements LockBackend {
    * spares every other process the wake-up.
    */
   private readonly channel = `distributed-lock:waiters:${randomBytes(12).toString('hex')}`;
-  private subscriber?: { client: RedisLikeClient; connection: RedisConnection };
+  // The clients, their connection state and the redactor are ES-private: util.inspect of a lock
+  // handle reaches this backend, and must not print a client's options (its password).
+  #subscriber?: { client: RedisLikeClient; connection: RedisConnection };
   /** Pending or done SUBSCRIBE of `channel` (dropped on failure, so the next waiter retries). */
   private subscribed?: Promise<unknown>;
   /** This backend's queued waiters, by token. */
@@ -108,25 +110,29 @@ export class RedisLockBackend implements LockBackend {
   private closed = false;
   private warnedNoSubscribe = false;
 
+  readonly #client: RedisLikeClient;
   /** The client's connection state: every call goes through it. */
-  private readonly connection: RedisConnection;
+  readonly #connection: RedisConnection;
+  /** Scrubs the configuration's secrets from what this backend logs and raises. */
+  readonly #redactor: SecretRedactor;
 
   constructor(
-    private readonly client: RedisLikeClient,
+    client: RedisLikeClient,
     /** Whether the module created `client` (and so closes it). */
     private readonly ownsClient: boolean,
     private readonly backendName: string,
-    /** Scrubs the configuration's secrets from what this backend logs and raises. */
-    private readonly redactor: SecretRedactor,
+    redactor: SecretRedactor,
   ) {
-    this.connection = new RedisConnection(
+    this.#client = client;
+    this.#redactor = redactor;
+    this.#connection = new RedisConnection(
       client,
       endpointOf(client, redactor),
       redactor,
       `redis backend "${backendName}"`,
       ownsClient ? 'always' : 'unhandled',
     );
-    this.connection.onReady(() => this.sendUnsentLeaves());
+    this.#connection.onReady(() => this.sendUnsentLeaves());
   }
 
   /**
@@ -134,7 +140,7 @@ export class RedisLockBackend implements LockBackend {
    * `timeoutMs`, rejects at once with the reason when the client cannot connect.
    */
   ready(timeoutMs: number): Promise<void> {
-    return this.connection.ready(() => this.client.ping(), timeoutMs);
+    return this.#connection.ready(() => this.#client.ping(), timeoutMs);
   }
 
   async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
@@ -167,7 +173,7 @@ export class RedisLockBackend implements LockBackend {
     const onAbort = (): void => waiter.notify();
     signal.addEventListener('abort', onAbort, { once: true });
     // The store went away: wake up and fail with the reason now, not at the next refresh.
-    const offDown = this.connection.onDown(() => waiter.notify());
+    const offDown = this.#connection.onDown(() => waiter.notify());
     this.waiters.set(token, waiter);
     try {
       // Subscribed before queueing: a hand-over message in between must not be missed.
@@ -214,7 +220,7 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async isLocked(key: string): Promise<boolean> {
-    return (await this.connection.run(() => this.client.exists(redisLockNames(key).lock))) === 1;
+    return (await this.#connection.run(() => this.#client.exists(redisLockNames(key).lock))) === 1;
   }
 
   /** Held or not, the holder's fence (else the last one handed out), PTTL, live waiters. */
@@ -238,7 +244,7 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async ping(): Promise<void> {
-    await this.connection.run(() => this.client.ping());
+    await this.#connection.run(() => this.#client.ping());
   }
 
   async close(): Promise<void> {
@@ -253,11 +259,11 @@ export class RedisLockBackend implements LockBackend {
     ).catch(() => undefined);
     this.unsentLeaves.clear();
     const closing: Promise<void>[] = [];
-    if (this.subscriber) closing.push(closeClient(this.subscriber.client));
-    if (this.ownsClient) closing.push(closeClient(this.client));
+    if (this.#subscriber) closing.push(closeClient(this.#subscriber.client));
+    if (this.ownsClient) closing.push(closeClient(this.#client));
     await Promise.all(closing);
-    this.subscriber?.connection.detach();
-    this.connection.detach();
+    this.#subscriber?.connection.detach();
+    this.#connection.detach();
   }
 
   /** Takes a waiter out of its key's queue (once; again after an outage, if it failed then). */
@@ -267,7 +273,7 @@ export class RedisLockBackend implements LockBackend {
     try {
       await this.script(LEAVE_QUEUE, queueKeys(waiter.names), [waiter.member, token]);
     } catch (err) {
-      if (this.connection.isDown() && !this.closed) this.unsentLeaves.set(token, waiter);
+      if (this.#connection.isDown() && !this.closed) this.unsentLeaves.set(token, waiter);
       throw err;
     }
   }
@@ -288,7 +294,7 @@ export class RedisLockBackend implements LockBackend {
     args: readonly (string | number)[],
     onAbandoned?: (late: Promise<unknown>) => void,
   ): Promise<unknown> {
-    return this.connection.run(() => runScript(this.client, script, keys, args), onAbandoned);
+    return this.#connection.run(() => runScript(this.#client, script, keys, args), onAbandoned);
   }
 
   /**
@@ -305,7 +311,7 @@ export class RedisLockBackend implements LockBackend {
   ): Promise<[number, number]> {
     const undo = (late: Promise<unknown>): void => {
       late
-        .then(() => runScript(this.client, LEAVE_QUEUE, queueKeys(names), [member, token]))
+        .then(() => runScript(this.#client, LEAVE_QUEUE, queueKeys(names), [member, token]))
         .catch(() => undefined);
     };
     return (await this.script(
@@ -323,7 +329,7 @@ export class RedisLockBackend implements LockBackend {
    */
   private async subscribe(maxMs: number): Promise<boolean> {
     // The store is known to be down: the subscriber's first connection would only find out later.
-    if (this.connection.isDown()) throw this.connection.error();
+    if (this.#connection.isDown()) throw this.#connection.error();
     if (!this.subscribed) {
       const { client, connection } = this.subscriberClient();
       const subscribed = connection.run(() => client.subscribe(this.channel));
@@ -339,11 +345,11 @@ export class RedisLockBackend implements LockBackend {
       });
       return true;
     } catch (err) {
-      if (!/NOPERM|permission/i.test(this.redactor.message(err))) throw err;
+      if (!/NOPERM|permission/i.test(this.#redactor.message(err))) throw err;
       if (!this.warnedNoSubscribe) {
         this.warnedNoSubscribe = true;
         new Logger('LockService').warn(
-          `redis backend "${this.backendName}": SUBSCRIBE refused (${this.redactor.message(err)}); ` +
+          `redis backend "${this.backendName}": SUBSCRIBE refused (${this.#redactor.message(err)}); ` +
             'waiters poll instead of being told of a hand-over. Allow the user the channel ' +
             `pattern "distributed-lock:waiters:*" (ACL "&distributed-lock:waiters:*").`,
         );
@@ -354,16 +360,16 @@ export class RedisLockBackend implements LockBackend {
 
   /** One shared subscriber connection per backend, made on first wait (never before). */
   private subscriberClient(): { client: RedisLikeClient; connection: RedisConnection } {
-    if (!this.subscriber) {
-      const client = this.client.duplicate();
+    if (!this.#subscriber) {
+      const client = this.#client.duplicate();
       const connection = new RedisConnection(
         client,
-        this.connection.endpoint,
-        this.redactor,
+        this.#connection.endpoint,
+        this.#redactor,
         `redis backend "${this.backendName}" subscriber`,
         'always', // created here, whoever made the main client
       );
-      this.subscriber = { client, connection };
+      this.#subscriber = { client, connection };
       // ioredis subscribes again by itself after a reconnect.
       client.on('message', (_channel, message) => {
         // "<token> <fence>": a release handed the lock to that waiter.
@@ -374,7 +380,7 @@ export class RedisLockBackend implements LockBackend {
         waiter.notify();
       });
     }
-    return this.subscriber;
+    return this.#subscriber;
   }
 }
 

@@ -66,10 +66,15 @@ export class RedlockLockBackend implements LockBackend {
   };
   private readonly quorum: number;
   private closed = false;
+  // ES-private: util.inspect of a lock handle reaches this backend, and must not print the
+  // clients' options (their passwords) or the redactor's secrets.
+  readonly #redlock: Redlock4;
+  readonly #nodes: readonly QuorumNode[];
+  readonly #redactor: SecretRedactor;
 
   constructor(
-    private readonly redlock: Redlock4,
-    private readonly nodes: readonly QuorumNode[],
+    redlock: Redlock4,
+    nodes: readonly QuorumNode[],
     private readonly ownsClients: boolean,
     private readonly backendName: string,
     /** Clock drift allowed between the nodes, as a fraction of the ttl. */
@@ -77,8 +82,11 @@ export class RedlockLockBackend implements LockBackend {
     /** Bound on each per-node command. */
     private readonly nodeTimeout: number,
     /** Scrubs the configuration's secrets from what this backend raises. */
-    private readonly redactor: SecretRedactor,
+    redactor: SecretRedactor,
   ) {
+    this.#redlock = redlock;
+    this.#nodes = nodes;
+    this.#redactor = redactor;
     this.quorum = Math.floor(nodes.length / 2) + 1;
   }
 
@@ -95,7 +103,7 @@ export class RedlockLockBackend implements LockBackend {
     const names = redisLockNames(key);
     this.requireQuorum('acquire');
     // v4 draws the lock value from `_random()`; a per-call view makes it use our owner token.
-    const view = Object.create(this.redlock) as Redlock4;
+    const view = Object.create(this.#redlock) as Redlock4;
     view._random = () => token;
     try {
       await view.lock(names.lock, ttlMs);
@@ -107,7 +115,7 @@ export class RedlockLockBackend implements LockBackend {
       return { fence: await this.fence(names.fence) };
     } catch (err) {
       // No fence, no grant: give the quorum back before reporting.
-      await this.redlock.unlock({ resource: names.lock, value: token }).catch(() => undefined);
+      await this.#redlock.unlock({ resource: names.lock, value: token }).catch(() => undefined);
       throw err;
     }
   }
@@ -126,7 +134,7 @@ export class RedlockLockBackend implements LockBackend {
     );
     const renewed = answers.filter((a) => a.ok && Number(a.value) === 1).length;
     if (renewed >= this.quorum) {
-      const missing = this.nodes.filter((_, i) => {
+      const missing = this.#nodes.filter((_, i) => {
         const answer = answers[i];
         return answer.ok && Number(answer.value) === 0;
       });
@@ -144,7 +152,7 @@ export class RedlockLockBackend implements LockBackend {
     const resource = redisLockNames(key).lock;
     this.requireQuorum('release');
     try {
-      await this.redlock.unlock({ resource, value: token });
+      await this.#redlock.unlock({ resource, value: token });
       return true;
     } catch {
       await this.classify(resource, 'release');
@@ -222,8 +230,8 @@ export class RedlockLockBackend implements LockBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.ownsClients) await Promise.all(this.nodes.map((n) => closeClient(n.client)));
-    for (const node of this.nodes) node.connection.detach();
+    if (this.ownsClients) await Promise.all(this.#nodes.map((n) => closeClient(n.client)));
+    for (const node of this.#nodes) node.connection.detach();
   }
 
   /**
@@ -258,14 +266,14 @@ export class RedlockLockBackend implements LockBackend {
    * the reasons are already known (`ECONNREFUSED`, a closed connection...).
    */
   private requireQuorum(op: string): void {
-    const down = this.nodes.filter((node) => node.connection.isDown());
-    if (this.nodes.length - down.length >= this.quorum) return;
+    const down = this.#nodes.filter((node) => node.connection.isDown());
+    if (this.#nodes.length - down.length >= this.quorum) return;
     const reasons = down.map((node) => ({ node, ...this.failure(node.connection.error()) }));
     const said = reasons.map(({ node, message }) => `${node.label}: ${message}`).join('; ');
     throw new LockBackendError(
       this.backendName,
-      `${op}: no quorum, ${this.nodes.length - down.length} of ${this.nodes.length} nodes connected (need ${this.quorum}); ${said}`,
-      { cause: this.redactor.error(reasons[0].cause) },
+      `${op}: no quorum, ${this.#nodes.length - down.length} of ${this.#nodes.length} nodes connected (need ${this.quorum}); ${said}`,
+      { cause: this.#redactor.error(reasons[0].cause) },
     );
   }
 
@@ -283,7 +291,8 @@ export class RedlockLockBackend implements LockBackend {
   private noQuorum(op: string, answers: ReadonlyArray<NodeAnswer<unknown>>): LockBackendError {
     const firstFailure = answers.find((a) => !a.ok);
     return new LockBackendError(this.backendName, this.quorumFailure(op, answers), {
-      cause: firstFailure && !firstFailure.ok ? this.redactor.error(firstFailure.cause) : undefined,
+      cause:
+        firstFailure && !firstFailure.ok ? this.#redactor.error(firstFailure.cause) : undefined,
     });
   }
 
@@ -297,17 +306,17 @@ export class RedlockLockBackend implements LockBackend {
     );
     const refusals = answers.some((a) => !a.ok && a.refused) ? ' without an error' : '';
     const ok = answers.length - said.length;
-    return `${op}: no quorum, ${ok} of ${this.nodes.length} nodes answered${refusals} (need ${this.quorum}); ${said.join('; ')}`;
+    return `${op}: no quorum, ${ok} of ${this.#nodes.length} nodes answered${refusals} (need ${this.quorum}); ${said.join('; ')}`;
   }
 
   /** What to say of one node's failure: a disconnected client's reason rather than its wrapper. */
   private failure(err: unknown): { message: string; cause: unknown } {
     const cause = err instanceof RedisNotConnectedError ? err.cause : err;
-    return { message: this.redactor.message(cause), cause };
+    return { message: this.#redactor.message(cause), cause };
   }
 
   private onEveryNode<T>(fn: (node: RedlockNode) => Promise<T>): Promise<NodeAnswer<T>[]> {
-    return this.onNodes(this.nodes, fn);
+    return this.onNodes(this.#nodes, fn);
   }
 
   /** Runs `fn` on each node, each bounded by `nodeTimeout`, a disconnected one failing at once. */
