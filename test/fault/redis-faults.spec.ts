@@ -173,3 +173,66 @@ describe('redlock faults', () => {
     }
   }, 30_000);
 });
+
+describe('redlock renewal and answers (found by redis-semaphore and node-redlock suites)', () => {
+  it('a node restarted empty under a held lock gets its copy back at the next renewal, so losing another node later keeps the lock', async () => {
+    const nodes = await startRedisNodes(3);
+    const options: LockModuleOptions = {
+      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+    };
+    const t = await createLockApp(options);
+    const other = await createLockApp(options);
+    try {
+      const lock = await t.locks.acquire('repair', { ttl: 1_500 }); // renewed every ~0.5 s
+      const lockKey = redisLockNames('repair').lock;
+      const copyOn = async (node: RedisNode) =>
+        (await redisCommand(node.port, 'GET', lockKey)).includes(lock.token);
+      expect(await copyOn(nodes[0])).toBe(true);
+      await nodes[0].restart('SIGKILL'); // back, empty: its copy is gone
+      expect(await copyOn(nodes[0])).toBe(false);
+      const until = now() + 3_000;
+      while (!(await copyOn(nodes[0])) && now() < until) await sleep(50);
+      expect(await copyOn(nodes[0])).toBe(true); // put back by a renewal
+      await nodes[1].stop('SIGKILL');
+      await sleep(2_000); // several renewals on nodes 0 and 2 alone
+      expect(lock.isHeld()).toBe(true);
+      expect(lock.signal.aborted).toBe(false);
+      expect(await other.locks.tryAcquire('repair')).toBeNull();
+      await lock.release();
+      expect(await copyOn(nodes[0])).toBe(false);
+    } finally {
+      await t.close();
+      await other.close();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  }, 30_000);
+
+  it('a key of another type on the nodes: the error says what the nodes answered (WRONGTYPE), not that they are unreachable', async () => {
+    const nodes = await startRedisNodes(3);
+    const t = await createLockApp({
+      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+    });
+    try {
+      const lockKey = redisLockNames('typed').lock;
+      for (const node of nodes) {
+        expect(await redisCommand(node.port, 'HSET', lockKey, 'field', 'value')).toBe(':1\r\n');
+      }
+      const error = await t.locks.tryAcquire('typed').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockBackendError);
+      const message = (error as Error).message;
+      for (const node of nodes) {
+        expect(message).toContain(`127.0.0.1:${node.port} answered WRONGTYPE`);
+      }
+      expect(message).not.toMatch(/reachable|down:/);
+      // A held lock whose key is overwritten with another type: renewal says the same.
+      const other = redisLockNames('typed-later').lock;
+      const lock = await t.locks.acquire('typed-later', { autoRenew: false });
+      for (const node of nodes) await redisCommand(node.port, 'DEL', other);
+      for (const node of nodes) await redisCommand(node.port, 'RPUSH', other, 'x');
+      await expect(lock.extend()).rejects.toThrow(/answered WRONGTYPE/);
+    } finally {
+      await t.close();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  }, 30_000);
+});

@@ -251,6 +251,28 @@ describe('secret probe: redlock', () => {
   );
 
   it(
+    'one node down at startup: no raw ioredis stack on stderr, the quorum grants',
+    async () => {
+      const result = await runSecretProbe({
+        type: 'redlock',
+        urls: [
+          `redis://:${SERVER_PASSWORD}@127.0.0.1:${nodes[0].port}`,
+          `redis://:${SERVER_PASSWORD}@127.0.0.1:${nodes[1].port}`,
+          `redis://:${SENTINEL}@127.0.0.1:${closedPorts[0]}`,
+        ],
+        nodeTimeout: 500,
+      });
+      expect(leaks(result.output)).toEqual([]);
+      expect(result.output).not.toContain(SERVER_PASSWORD);
+      expect(result.output).not.toContain('[ioredis] Unhandled error event');
+      // The down node is reported through the logger, once, redacted.
+      expect(result.output).toContain(`node 127.0.0.1:${closedPorts[0]}: connect ECONNREFUSED`);
+      expectSucceeded(result);
+    },
+    PROBE_MS,
+  );
+
+  it(
     'the right passwords (the sentinel): every call succeeds, and nothing printed holds it',
     async () => {
       const right = await startRedisNodes(3);
