@@ -13,7 +13,6 @@ import {
   findFreePort,
   redisCommand,
   startRedisCluster,
-  startRedisNode,
   startRedisNodes,
   stopAll,
   type RedisClusterHandle,
@@ -59,6 +58,11 @@ function expectSucceeded(result: ProbeResult): void {
   expect(result.outcomes.health).toMatch(/status: 'up'/);
 }
 
+/** Probes a Redis backend on `url`. */
+function probeUrl(url: string, extra: { startup?: 'fail' } = {}): Promise<ProbeResult> {
+  return runSecretProbe({ type: 'redis', url, ...extra });
+}
+
 afterAll(() => stopAll());
 
 describe('secret probe: redis', () => {
@@ -67,7 +71,7 @@ describe('secret probe: redis', () => {
   let closedPort: number;
 
   beforeAll(async () => {
-    [locked, open] = await Promise.all([startRedisNode(), startRedisNode()]);
+    [locked, open] = await startRedisNodes(2);
     // An ACL user whose password is not the sentinel (made before AUTH is required).
     expect(
       await redisCommand(locked.port, 'ACL', 'SETUSER', 'locker', 'on', '>pw', '~*', '&*', '+@all'),
@@ -77,13 +81,26 @@ describe('secret probe: redis', () => {
     closedPort = await findFreePort();
   });
 
-  it(
-    'a wrong password in the URL: WRONGPASS, never the password',
-    async () => {
-      const result = await runSecretProbe({
+  // The three places a password goes: the URL, redisOptions, an ACL user's URL.
+  const wrongPasswords: Array<[string, (port: number) => LockBackendConfig]> = [
+    ['in the URL', (port) => ({ type: 'redis', url: `redis://:${SENTINEL}@127.0.0.1:${port}` })],
+    [
+      'in redisOptions',
+      (port) => ({
         type: 'redis',
-        url: `redis://:${SENTINEL}@127.0.0.1:${locked.port}`,
-      });
+        url: `redis://127.0.0.1:${port}`,
+        redisOptions: { password: SENTINEL },
+      }),
+    ],
+    [
+      'of an ACL user, in the URL',
+      (port) => ({ type: 'redis', url: `redis://locker:${SENTINEL}@127.0.0.1:${port}` }),
+    ],
+  ];
+  it.each(wrongPasswords)(
+    'a wrong password %s: WRONGPASS and the endpoint, never the password',
+    async (_where, config) => {
+      const result = await runSecretProbe(config(locked.port));
       expectNoLeak(result);
       expectFailedWith(result, /WRONGPASS/);
       expect(result.outcomes.acquire).toContain(`127.0.0.1:${locked.port}`);
@@ -92,39 +109,9 @@ describe('secret probe: redis', () => {
   );
 
   it(
-    'a wrong password in redisOptions: WRONGPASS, never the password',
-    async () => {
-      const result = await runSecretProbe({
-        type: 'redis',
-        url: `redis://127.0.0.1:${locked.port}`,
-        redisOptions: { password: SENTINEL },
-      });
-      expectNoLeak(result);
-      expectFailedWith(result, /WRONGPASS/);
-    },
-    PROBE_MS,
-  );
-
-  it(
-    'an ACL user with a wrong password in the URL: WRONGPASS, never the password',
-    async () => {
-      const result = await runSecretProbe({
-        type: 'redis',
-        url: `redis://locker:${SENTINEL}@127.0.0.1:${locked.port}`,
-      });
-      expectNoLeak(result);
-      expectFailedWith(result, /WRONGPASS/);
-    },
-    PROBE_MS,
-  );
-
-  it(
     'the right password: every call succeeds, and nothing printed (handles included) holds it',
     async () => {
-      const result = await runSecretProbe({
-        type: 'redis',
-        url: `redis://:${SENTINEL}@127.0.0.1:${open.port}`,
-      });
+      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${open.port}`);
       expectNoLeak(result);
       expectSucceeded(result);
     },
@@ -134,10 +121,7 @@ describe('secret probe: redis', () => {
   it(
     'a closed port, with a password in the URL: ECONNREFUSED and the port, never the password',
     async () => {
-      const result = await runSecretProbe({
-        type: 'redis',
-        url: `redis://:${SENTINEL}@127.0.0.1:${closedPort}`,
-      });
+      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${closedPort}`);
       expectNoLeak(result);
       expectFailedWith(result, new RegExp(`ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}`));
       expect(result.outcomes.acquire).toMatch(/code: 'ECONNREFUSED'/);
@@ -148,9 +132,7 @@ describe('secret probe: redis', () => {
   it(
     "startup 'fail' with a wrong password: bootstrap fails with WRONGPASS, never the password",
     async () => {
-      const result = await runSecretProbe({
-        type: 'redis',
-        url: `redis://:${SENTINEL}@127.0.0.1:${locked.port}`,
+      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${locked.port}`, {
         startup: 'fail',
       });
       expect(leaks(result.output)).toEqual([]);
