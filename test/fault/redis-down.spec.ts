@@ -18,6 +18,7 @@ import { aborted, deferred, eventually, settle, sleep, within } from '../support
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import {
   findFreePort,
+  startRedisCluster,
   startRedisNode,
   startRedisNodes,
   stopAll,
@@ -266,6 +267,39 @@ describe('redis cluster down', () => {
     expect(error.message).toMatch(namesSeeds);
     expect(ms).toBeLessThan(AT_ONCE_MS);
   });
+});
+
+describe('redis cluster killed', () => {
+  it('every master killed mid-run with a waiter queued: the waiter fails within a second, its method never runs', async () => {
+    const cluster = await startRedisCluster(3);
+    const t = await appOn({ type: 'redis', clusterNodes: cluster.seeds });
+    try {
+      const jobs = t.app.get(Jobs);
+      const done = deferred();
+      const holding = settle(jobs.hold(done.promise));
+      await eventually(() => jobs.held !== undefined, 5_000, 'the holder to hold the lock');
+      const waiting = settle(jobs.run());
+      await sleep(200); // the waiter is queued
+      const killedAt = now();
+      const killing = Promise.all(cluster.nodes.map((n) => n.stop('SIGKILL')));
+      const outcome = await within(waiting, 5_000, 'the waiter to fail');
+      const waiterMs = now() - killedAt;
+      timings.push(`cluster killed: queued waiter ${waiterMs.toFixed(1)} ms after SIGKILL`);
+      expect(waiterMs).toBeLessThan(AT_ONCE_MS);
+      const error = (outcome as { error: Error }).error;
+      expect(error).toBeInstanceOf(LockBackendError);
+      expect(error.message).toMatch(/not connected to cluster /);
+      expect(jobs.ran).toBe(0);
+      await killing;
+      await expectEveryCallFailsFast(t, 'cluster killed', /not connected to cluster /);
+      done.resolve();
+      await holding;
+      expect(jobs.ran).toBe(0);
+    } finally {
+      await t.close();
+      await cluster.stop();
+    }
+  }, 60_000);
 });
 
 describe('redlock down', () => {
