@@ -103,6 +103,40 @@ async function expectEveryCallFailsFast(
   expect(entry.error).toMatch(reason);
 }
 
+/**
+ * The Jobs holder in place (holding 'job', ttl 1.5 s) and a `@Locked` call waiting behind it;
+ * then `kill` the store under them. Resolves the waiter's error, which must come within a
+ * second of the kill, and the holder's lock; `finish` lets the holder's method return.
+ */
+async function killUnderHolderAndWaiter(
+  jobs: Jobs,
+  label: string,
+  kill: () => Promise<unknown>,
+): Promise<{ error: Error; holder: Lock; finish: () => Promise<void> }> {
+  const done = deferred();
+  const holding = settle(jobs.hold(done.promise));
+  await eventually(() => jobs.held !== undefined, 5_000, 'the holder to hold the lock');
+  const waiting = settle(jobs.run());
+  await sleep(200); // the waiter is queued (or polling)
+  const killedAt = now();
+  const killing = kill();
+  const outcome = await within(waiting, 5_000, 'the waiter to fail');
+  const waiterMs = now() - killedAt;
+  timings.push(`${label}: waiter failed ${waiterMs.toFixed(1)} ms after SIGKILL`);
+  expect(waiterMs).toBeLessThan(AT_ONCE_MS);
+  expect(outcome.ok).toBe(false);
+  expect(jobs.ran).toBe(0);
+  await killing;
+  const error = (outcome as { error: Error }).error;
+  expect(error).toBeInstanceOf(LockBackendError);
+  const finish = async (): Promise<void> => {
+    done.resolve();
+    await holding;
+    expect(jobs.ran).toBe(0); // the waiter's method never ran, before or after
+  };
+  return { error, holder: jobs.held!, finish };
+}
+
 /** An app with the Jobs service on one backend (5 s operationTimeout: the default). */
 function appOn(config: LockBackendConfig): Promise<LockTestApp> {
   return createLockApp({ backends: { b: config } }, { providers: [Jobs] });
@@ -174,29 +208,16 @@ describe('redis down', () => {
     const node = await startRedisNode();
     const t = await appOn({ type: 'redis', url: node.url });
     try {
-      const jobs = t.app.get(Jobs);
-      const done = deferred();
-      const holding = settle(jobs.hold(done.promise));
-      await eventually(() => jobs.held !== undefined, 5_000, 'the holder to hold the lock');
-      const holder = jobs.held!;
-      const waiting = settle(jobs.run());
-      await sleep(200); // the waiter is queued
-      const killedAt = now();
-      const killing = node.stop('SIGKILL');
-      const outcome = await within(waiting, 5_000, 'the waiter to fail');
-      const waiterMs = now() - killedAt;
-      timings.push(`redis killed: queued waiter ${waiterMs.toFixed(1)} ms after SIGKILL`);
-      expect(waiterMs).toBeLessThan(AT_ONCE_MS);
-      expect(outcome.ok).toBe(false);
-      const error = (outcome as { error: Error }).error;
-      expect(error).toBeInstanceOf(LockBackendError);
+      const { error, holder, finish } = await killUnderHolderAndWaiter(
+        t.app.get(Jobs),
+        'redis killed',
+        () => node.stop('SIGKILL'),
+      );
       expect(error.message).toMatch(
         new RegExp(
           `not connected to 127\\.0\\.0\\.1:${node.port}: (the connection closed|connect ECONNREFUSED)`,
         ),
       );
-      expect(jobs.ran).toBe(0);
-      await killing;
       // From the first reconnect attempt on, the reason is the refused connection.
       await sleep(300);
       await expectEveryCallFailsFast(
@@ -209,9 +230,7 @@ describe('redis down', () => {
       await within(aborted(holder.signal), 2_500, 'the holder’s signal');
       expect(holder.signal.reason).toBeInstanceOf(LockLostError);
       expect(holder.isHeld()).toBe(false);
-      done.resolve();
-      await holding;
-      expect(jobs.ran).toBe(0);
+      await finish();
     } finally {
       await t.close();
     }
@@ -274,27 +293,14 @@ describe('redis cluster killed', () => {
     const cluster = await startRedisCluster(3);
     const t = await appOn({ type: 'redis', clusterNodes: cluster.seeds });
     try {
-      const jobs = t.app.get(Jobs);
-      const done = deferred();
-      const holding = settle(jobs.hold(done.promise));
-      await eventually(() => jobs.held !== undefined, 5_000, 'the holder to hold the lock');
-      const waiting = settle(jobs.run());
-      await sleep(200); // the waiter is queued
-      const killedAt = now();
-      const killing = Promise.all(cluster.nodes.map((n) => n.stop('SIGKILL')));
-      const outcome = await within(waiting, 5_000, 'the waiter to fail');
-      const waiterMs = now() - killedAt;
-      timings.push(`cluster killed: queued waiter ${waiterMs.toFixed(1)} ms after SIGKILL`);
-      expect(waiterMs).toBeLessThan(AT_ONCE_MS);
-      const error = (outcome as { error: Error }).error;
-      expect(error).toBeInstanceOf(LockBackendError);
+      const { error, finish } = await killUnderHolderAndWaiter(
+        t.app.get(Jobs),
+        'cluster killed',
+        () => Promise.all(cluster.nodes.map((n) => n.stop('SIGKILL'))),
+      );
       expect(error.message).toMatch(/not connected to cluster /);
-      expect(jobs.ran).toBe(0);
-      await killing;
       await expectEveryCallFailsFast(t, 'cluster killed', /not connected to cluster /);
-      done.resolve();
-      await holding;
-      expect(jobs.ran).toBe(0);
+      await finish();
     } finally {
       await t.close();
       await cluster.stop();
@@ -361,34 +367,22 @@ describe('redlock down', () => {
       expect(one.isHeld()).toBe(true);
       await one.release();
 
-      const done = deferred();
-      const holding = settle(jobs.hold(done.promise));
-      await eventually(() => jobs.held !== undefined, 5_000, 'the holder to hold the lock');
-      const waiting = settle(jobs.run());
-      await sleep(200); // the waiter is polling
-      const killedAt = now();
-      const killing = nodes[1].stop('SIGKILL');
-      const outcome = await within(waiting, 5_000, 'the waiter to fail');
-      const waiterMs = now() - killedAt;
-      timings.push(`redlock quorum lost: polling waiter ${waiterMs.toFixed(1)} ms after SIGKILL`);
-      expect(waiterMs).toBeLessThan(AT_ONCE_MS);
-      const error = (outcome as { error: Error }).error;
-      expect(error).toBeInstanceOf(LockBackendError);
+      const { error, holder, finish } = await killUnderHolderAndWaiter(
+        jobs,
+        'redlock quorum lost',
+        () => nodes[1].stop('SIGKILL'),
+      );
       expect(error.message).toMatch(/no quorum, 1 of 3 nodes/);
       // ("Error: " before it under Jest only: Node's socket errors come from another realm there.)
       expect(error.message).toMatch(
         new RegExp(`127\\.0\\.0\\.1:${nodes[0].port}: (Error: )?connect ECONNREFUSED`),
       );
       expect(error.message).toContain(`127.0.0.1:${nodes[1].port}:`);
-      expect(jobs.ran).toBe(0);
-      await killing;
       await expectEveryCallFailsFast(t, 'redlock quorum lost', /no quorum, 1 of 3 nodes/);
       // The holder cannot renew on a quorum: its lease ends at its deadline, never later.
-      await within(aborted(jobs.held!.signal), 2_500, 'the holder’s signal');
-      expect(jobs.held!.signal.reason).toBeInstanceOf(LockLostError);
-      done.resolve();
-      await holding;
-      expect(jobs.ran).toBe(0);
+      await within(aborted(holder.signal), 2_500, 'the holder’s signal');
+      expect(holder.signal.reason).toBeInstanceOf(LockLostError);
+      await finish();
     } finally {
       await t.close();
       await Promise.all(nodes.map((n) => n.stop()));
