@@ -261,6 +261,41 @@ describe('redis down', () => {
       await node.stop();
     }
   });
+  it('a call in flight when the connection drops fails at once; if ioredis resends it after the restart, what it took is given back', async () => {
+    const node = await startRedisNode();
+    const t = await createLockApp({ backends: { b: { type: 'redis', url: node.url } } });
+    try {
+      await (await t.locks.acquire('warm')).release(); // connected and scripts loaded
+      process.kill(node.pid()!, 'SIGSTOP'); // the next command is sent, never answered
+      const inFlight = settle(t.locks.tryAcquire('ghost'));
+      await sleep(100);
+      const { error, ms } = await timedFailure('redis in-flight call, server killed', async () => {
+        const restarting = node.restart('SIGKILL'); // the socket closes; back empty
+        const outcome = await inFlight;
+        await restarting;
+        if (outcome.ok) return outcome.value;
+        throw outcome.error;
+      });
+      expect(error).toBeInstanceOf(LockBackendError);
+      expect(error.message).toMatch(
+        /not connected to 127\.0\.0\.1:\d+: (the connection closed|(Error: )?read ECONNRESET)/,
+      );
+      expect(ms).toBeLessThan(AT_ONCE_MS + 1_000); // the restart itself included; not 5 s
+      // ioredis resent the abandoned attempt on reconnecting, which took the free lock with
+      // fence 1; it was given back at once instead of being held for its 30 s ttl.
+      const until = now() + 3_000;
+      let lock: Lock | null = null;
+      while (!lock && now() < until) {
+        lock = await t.locks.tryAcquire('ghost').catch(() => null);
+        if (!lock) await sleep(50);
+      }
+      expect(lock?.fence).toBe(2);
+      await lock!.release();
+    } finally {
+      await t.close();
+      await node.stop();
+    }
+  }, 30_000);
 });
 
 describe('redis cluster down', () => {
