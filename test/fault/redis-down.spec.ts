@@ -137,6 +137,23 @@ async function killUnderHolderAndWaiter(
   return { error, holder: jobs.held!, finish };
 }
 
+/** `n` ports nothing listens on. */
+async function freePorts(n: number): Promise<number[]> {
+  const ports: number[] = [];
+  while (ports.length < n) ports.push(await findFreePort());
+  return ports;
+}
+
+/** Tries `key` every 50 ms until it is granted (the store back, the key free) or `ms` passed. */
+async function tryUntilGranted(t: LockTestApp, key: string, ms: number): Promise<Lock | null> {
+  const until = now() + ms;
+  for (;;) {
+    const lock = await t.locks.tryAcquire(key).catch(() => null);
+    if (lock || now() >= until) return lock;
+    await sleep(50);
+  }
+}
+
 /** An app with the Jobs service on one backend (5 s operationTimeout: the default). */
 function appOn(config: LockBackendConfig): Promise<LockTestApp> {
   return createLockApp({ backends: { b: config } }, { providers: [Jobs] });
@@ -190,12 +207,7 @@ describe('redis down', () => {
       await expect(t.locks.tryAcquire('k')).rejects.toThrow(/ECONNREFUSED/);
       node = await startRedisNode({ port });
       // ioredis reconnects with a backoff of at most 2 s.
-      const until = now() + 5_000;
-      let lock: Lock | null = null;
-      while (!lock && now() < until) {
-        lock = await t.locks.tryAcquire('k').catch(() => null);
-        if (!lock) await sleep(100);
-      }
+      const lock = await tryUntilGranted(t, 'k', 5_000);
       expect(lock?.isHeld()).toBe(true);
       await lock!.release();
     } finally {
@@ -283,12 +295,7 @@ describe('redis down', () => {
       expect(ms).toBeLessThan(AT_ONCE_MS + 1_000); // the restart itself included; not 5 s
       // ioredis resent the abandoned attempt on reconnecting, which took the free lock with
       // fence 1; it was given back at once instead of being held for its 30 s ttl.
-      const until = now() + 3_000;
-      let lock: Lock | null = null;
-      while (!lock && now() < until) {
-        lock = await t.locks.tryAcquire('ghost').catch(() => null);
-        if (!lock) await sleep(50);
-      }
+      const lock = await tryUntilGranted(t, 'ghost', 3_000);
       expect(lock?.fence).toBe(2);
       await lock!.release();
     } finally {
@@ -299,8 +306,26 @@ describe('redis down', () => {
 });
 
 describe('redis cluster down', () => {
+  it('every master killed mid-run with a waiter queued: the waiter fails within a second, its method never runs', async () => {
+    const cluster = await startRedisCluster(3);
+    const t = await appOn({ type: 'redis', clusterNodes: cluster.seeds });
+    try {
+      const { error, finish } = await killUnderHolderAndWaiter(
+        t.app.get(Jobs),
+        'cluster killed',
+        () => Promise.all(cluster.nodes.map((n) => n.stop('SIGKILL'))),
+      );
+      expect(error.message).toMatch(/not connected to cluster /);
+      await expectEveryCallFailsFast(t, 'cluster killed', /not connected to cluster /);
+      await finish();
+    } finally {
+      await t.close();
+      await cluster.stop();
+    }
+  }, 60_000);
+
   it('closed ports: every call fails at once naming the seeds; startup fail rejects bootstrap', async () => {
-    const ports = [await findFreePort(), await findFreePort(), await findFreePort()];
+    const ports = await freePorts(3);
     const clusterNodes = ports.map((p) => `redis://127.0.0.1:${p}`);
     const namesSeeds = new RegExp(
       `not connected to cluster ${clusterNodes.join(', ')}: no node of the cluster answered`,
@@ -323,29 +348,9 @@ describe('redis cluster down', () => {
   });
 });
 
-describe('redis cluster killed', () => {
-  it('every master killed mid-run with a waiter queued: the waiter fails within a second, its method never runs', async () => {
-    const cluster = await startRedisCluster(3);
-    const t = await appOn({ type: 'redis', clusterNodes: cluster.seeds });
-    try {
-      const { error, finish } = await killUnderHolderAndWaiter(
-        t.app.get(Jobs),
-        'cluster killed',
-        () => Promise.all(cluster.nodes.map((n) => n.stop('SIGKILL'))),
-      );
-      expect(error.message).toMatch(/not connected to cluster /);
-      await expectEveryCallFailsFast(t, 'cluster killed', /not connected to cluster /);
-      await finish();
-    } finally {
-      await t.close();
-      await cluster.stop();
-    }
-  }, 60_000);
-});
-
 describe('redlock down', () => {
   it('closed ports: the app boots at once, every call fails at once naming each node’s ECONNREFUSED', async () => {
-    const ports = [await findFreePort(), await findFreePort(), await findFreePort()];
+    const ports = await freePorts(3);
     const started = now();
     const t = await appOn({
       type: 'redlock',
