@@ -30,6 +30,13 @@ export interface RedisBackendConfig {
   redisOptions?: Record<string, unknown>;
   /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */
   clusterOptions?: Record<string, unknown>;
+  /**
+   * When Redis does not answer at bootstrap: `'degraded'` (default) boots anyway, and every call
+   * fails at once with the reason (`ECONNREFUSED 10.0.0.5:6379`, `WRONGPASS`...) until it
+   * connects; `'fail'` rejects bootstrap with a `LockBackendError` naming the reason (after at
+   * most 10 s for a store that never answers).
+   */
+  startup?: 'fail' | 'degraded';
 }
 
 /**
@@ -49,6 +56,13 @@ export interface RedlockBackendConfig {
   driftFactor?: number;
   /** Per-node bound, in ms, for connecting and for each command (default 2 000). */
   nodeTimeout?: number;
+  /**
+   * When fewer than a quorum of nodes answer at bootstrap (after waiting up to `nodeTimeout`
+   * for each): `'degraded'` (default) boots anyway, and every call fails at once naming each
+   * down node's reason until a quorum is back; `'fail'` rejects bootstrap with a
+   * `LockBackendError` naming them.
+   */
+  startup?: 'fail' | 'degraded';
 }
 
 /**

@@ -16,4 +16,5 @@ runLockConformance({
   capabilities: { leaseBased: true, fencing: true, waiting: 'poll' },
   shortTtl: 300,
   sharedAcrossApps: true,
+  admin: true,
 });
