@@ -105,9 +105,21 @@ export class Lease {
   }
 
   /** What `util.inspect` shows (never the backend, its client or their options). */
-  [Symbol.for('nodejs.util.inspect.custom')](): object {
+  [Symbol.for('nodejs.util.inspect.custom')](
+    _depth: number,
+    options: object,
+    inspect: (value: unknown, options: object) => string,
+  ): string {
     const { key, backendName, fence, ttl } = this.info;
-    return { key, backend: backendName, fence, ttl, state: this.state, holders: this.holders };
+    const facts = {
+      key,
+      backend: backendName,
+      fence,
+      ttl,
+      state: this.state,
+      holders: this.holders,
+    };
+    return `Lease ${inspect(facts, options)}`;
   }
 
   /** Aborted (reason `LockLostError`) when the lease is lost or released. */
