@@ -41,16 +41,22 @@ export class SqlLockBackend implements LockBackend {
   readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
-  private readonly pins: PinnedConnections;
+  // ES private (#) fields: `util.inspect` of anything that reaches the backend (a lock handle
+  // dumped at full depth) never walks into the DataSource and its options.
+  readonly #pins: PinnedConnections;
+  readonly #source: SqlSource;
+  readonly #strategy: SqlLockStrategy;
 
   constructor(
-    private readonly source: SqlSource,
-    private readonly strategy: SqlLockStrategy,
+    source: SqlSource,
+    strategy: SqlLockStrategy,
     backendName: string,
     /** How long the server keeps a session it no longer hears from, ms (session strategies). */
     sessionTimeoutMs: number,
   ) {
-    this.pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
+    this.#source = source;
+    this.#strategy = strategy;
+    this.#pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
     const waitsInDatabase = strategy.kind === 'session' && strategy.waitsInDatabase;
     this.capabilities = {
       leaseBased: strategy.kind === 'lease',
@@ -65,38 +71,38 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
-    const fence = await this.take(await this.source.open(), request, 0);
+    const fence = await this.take(await this.#source.open(), request, 0);
     return fence === null ? null : { fence };
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
-    const strategy = this.strategy;
+    const strategy = this.#strategy;
     if (strategy.kind === 'lease')
-      return strategy.renew(await this.source.open(), key, token, ttlMs);
+      return strategy.renew(await this.#source.open(), key, token, ttlMs);
     // The session lock lives as long as the pinned connection: still held if the strategy's
     // probe (by default: the connection answers) says so.
-    return this.pins.stillHeld(key, token, ({ db, runner }) =>
+    return this.#pins.stillHeld(key, token, ({ db, runner }) =>
       strategy.probe ? strategy.probe(db, runner, key) : connectionAnswers(runner),
     );
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    if (this.strategy.kind === 'lease') {
-      return this.strategy.release(await this.source.open(), key, token);
+    if (this.#strategy.kind === 'lease') {
+      return this.#strategy.release(await this.#source.open(), key, token);
     }
-    const pinned = this.pins.get(key, token);
+    const pinned = this.#pins.get(key, token);
     if (!pinned) return false;
     try {
-      return await this.strategy.release(pinned.db, pinned.runner, key);
+      return await this.#strategy.release(pinned.db, pinned.runner, key);
     } catch {
       return false; // the connection was gone: so was the lock
     } finally {
-      await this.pins.drop(pinned);
+      await this.#pins.drop(pinned);
     }
   }
 
   async isLocked(key: string): Promise<boolean> {
-    return this.strategy.isLocked(await this.source.open(), key);
+    return this.#strategy.isLocked(await this.#source.open(), key);
   }
 
   /**
@@ -104,8 +110,8 @@ export class SqlLockBackend implements LockBackend {
    * now, the last fence drawn and, where waiters queue in the database, how many.
    */
   async inspect(key: string): Promise<StoreLockInfo> {
-    const db = await this.source.open();
-    const strategy = this.strategy;
+    const db = await this.#source.open();
+    const strategy = this.#strategy;
     if (strategy.kind === 'lease') return strategy.inspect(db, key);
     const [held, fence, waiting] = await Promise.all([
       strategy.isLocked(db, key),
@@ -116,20 +122,20 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async forceRelease(key: string): Promise<boolean> {
-    return this.strategy.forceRelease(await this.source.open(), key);
+    return this.#strategy.forceRelease(await this.#source.open(), key);
   }
 
   onLost(listener: LockLossListener): void {
-    this.pins.onLost(listener);
+    this.#pins.onLost(listener);
   }
 
   async ping(): Promise<void> {
-    await (await this.source.open()).exec('SELECT 1 AS up', []);
+    await (await this.#source.open()).exec('SELECT 1 AS up', []);
   }
 
   async close(): Promise<void> {
-    await this.pins.closeAll();
-    await this.source.close();
+    await this.#pins.closeAll();
+    await this.#source.close();
   }
 
   /**
@@ -139,7 +145,7 @@ export class SqlLockBackend implements LockBackend {
    */
   private async waitInDatabase(request: QueuedRequest): Promise<LockGrant | null> {
     const { signal } = request;
-    const db = await this.source.open();
+    const db = await this.#source.open();
     const deadline = monotonicNow() + request.waitMs;
     for (;;) {
       const remaining = deadline - monotonicNow();
@@ -161,9 +167,9 @@ export class SqlLockBackend implements LockBackend {
     signal?: AbortSignal,
   ): Promise<number | null> {
     const { key, token, ttlMs } = request;
-    return this.strategy.kind === 'lease'
-      ? this.takeLease(db, this.strategy, key, token, ttlMs)
-      : this.takeSession(db, this.strategy, key, token, waitMs, signal);
+    return this.#strategy.kind === 'lease'
+      ? this.takeLease(db, this.#strategy, key, token, ttlMs)
+      : this.takeSession(db, this.#strategy, key, token, waitMs, signal);
   }
 
   /** A lease: taken in the key's row, which is created the first time the key is seen. */
@@ -195,7 +201,7 @@ export class SqlLockBackend implements LockBackend {
     signal?: AbortSignal,
   ): Promise<number | null> {
     if (strategy.locksKeyRow) await db.createRowIfMissing(key); // the row must exist to be locked
-    const runner = await this.pins.pin(db);
+    const runner = await this.#pins.pin(db);
     const watch = signal && waitMs > 0 ? new AbortWatch(db, runner, signal) : undefined;
     let taken = false;
     try {
@@ -203,7 +209,7 @@ export class SqlLockBackend implements LockBackend {
     } catch (err) {
       if (!watch?.ending) {
         watch?.stop();
-        await this.pins.unpin(runner);
+        await this.#pins.unpin(runner);
         throw err;
       }
     }
@@ -212,16 +218,16 @@ export class SqlLockBackend implements LockBackend {
       // The session is (being) ended: nothing of it may go back to the pool.
       await watch.ending;
       discardConnection(runner);
-      await this.pins.unpin(runner);
+      await this.#pins.unpin(runner);
       return null;
     }
     let fence: number | null = null;
     try {
-      if (taken && !signal?.aborted) fence = await this.pins.grant(db, key, token, runner);
+      if (taken && !signal?.aborted) fence = await this.#pins.grant(db, key, token, runner);
     } finally {
       if (fence === null) {
         if (taken) await strategy.release(db, runner, key).catch(() => undefined);
-        await this.pins.unpin(runner);
+        await this.#pins.unpin(runner);
       }
     }
     if (fence !== null && signal?.aborted) {
