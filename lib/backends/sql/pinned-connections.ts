@@ -1,4 +1,4 @@
-import type { LockLossListener } from '../../core/contract/lock-backend';
+import type { LockGrant, LockLossListener } from '../../core/contract/lock-backend';
 import { monotonicNow } from '../../core/shared/clock';
 import { LockBackendError } from '../../errors/lock.errors';
 import { nextFence } from './fence-counter';
@@ -88,22 +88,30 @@ export class PinnedConnections {
    * held lock. `null` when the connection died meanwhile: a server restart between the lock
    * and the draw has already handed the lock to someone else, with a later fence, so this grant
    * must not be handed out; a successful round trip after the draw means every later holder
-   * draws a later fence.
+   * draws a later fence. The grant counts from when that round trip was sent: the server ends
+   * a silent session no sooner than its timeout after it, however long the lock took to get.
    */
   async grant(
     db: SqlDatabase,
     key: string,
     token: string,
     runner: SqlRunner,
-  ): Promise<number | null> {
+  ): Promise<LockGrant | null> {
     const fence = await nextFence(db, key);
+    const provedAt = monotonicNow();
     if (!(await connectionAnswers(runner))) return null;
-    this.hold(db, key, token, runner);
-    return fence;
+    this.hold(db, key, token, runner, provedAt);
+    return { fence, grantedAt: provedAt };
   }
 
   /** Records a held lock and reports it lost the moment its connection dies. */
-  private hold(db: SqlDatabase, key: string, token: string, runner: SqlRunner): void {
+  private hold(
+    db: SqlDatabase,
+    key: string,
+    token: string,
+    runner: SqlRunner,
+    heardAt: number,
+  ): void {
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
       const pinned = this.held.get(slot(key, token));
@@ -123,7 +131,7 @@ export class PinnedConnections {
       token,
       runner,
       db,
-      lastHeard: monotonicNow(),
+      lastHeard: heardAt,
       keepingAlive: false,
       unwatch: () => {
         connection?.removeListener?.('error', onDeath);

@@ -71,8 +71,7 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
-    const fence = await this.take(await this.#source.open(), request, 0);
-    return fence === null ? null : { fence };
+    return this.take(await this.#source.open(), request, 0);
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
@@ -151,8 +150,8 @@ export class SqlLockBackend implements LockBackend {
       const remaining = deadline - monotonicNow();
       if (remaining <= 0 || signal.aborted) return null;
       const wait = db.dialect.family === 'postgres' || remaining >= 1_000 ? remaining : 0;
-      const fence = await this.take(db, request, wait, signal);
-      if (fence !== null) return { fence };
+      const grant = await this.take(db, request, wait, signal);
+      if (grant) return grant;
       if (wait === 0) {
         await sleep(Math.min(remaining, SUBSECOND_POLL_MS * (1 + Math.random())), signal);
       }
@@ -160,16 +159,18 @@ export class SqlLockBackend implements LockBackend {
   }
 
   /** One attempt, waiting up to `waitMs` in the database if the strategy can. */
-  private take(
+  private async take(
     db: SqlDatabase,
     request: GrantRequest,
     waitMs: number,
     signal?: AbortSignal,
-  ): Promise<number | null> {
+  ): Promise<LockGrant | null> {
     const { key, token, ttlMs } = request;
-    return this.#strategy.kind === 'lease'
-      ? this.takeLease(db, this.#strategy, key, token, ttlMs)
-      : this.takeSession(db, this.#strategy, key, token, waitMs, signal);
+    if (this.#strategy.kind === 'session') {
+      return this.takeSession(db, this.#strategy, key, token, waitMs, signal);
+    }
+    const fence = await this.takeLease(db, this.#strategy, key, token, ttlMs);
+    return fence === null ? null : { fence };
   }
 
   /** A lease: taken in the key's row, which is created the first time the key is seen. */
@@ -187,8 +188,9 @@ export class SqlLockBackend implements LockBackend {
 
   /**
    * A session lock: taken on a pinned connection (waiting up to `waitMs` in the database), then
-   * granted with a fence. A lock taken but not granted is released; an unused connection goes
-   * back to the pool. When `signal` aborts during the wait, the waiting session is ended from
+   * granted with a fence, its lease counted from the round trip that proved the connection still
+   * holds (a wait in the database may have lasted longer than the lease). A lock taken but not
+   * granted is released; an unused connection goes back to the pool. When `signal` aborts during the wait, the waiting session is ended from
    * another connection: the wait stops at once, and whatever the server may have granted it
    * meanwhile goes with it. The attempt then resolves `null`.
    */
@@ -199,7 +201,7 @@ export class SqlLockBackend implements LockBackend {
     token: string,
     waitMs: number,
     signal?: AbortSignal,
-  ): Promise<number | null> {
+  ): Promise<LockGrant | null> {
     if (strategy.locksKeyRow) await db.createRowIfMissing(key); // the row must exist to be locked
     const runner = await this.#pins.pin(db);
     const watch = signal && waitMs > 0 ? new AbortWatch(db, runner, signal) : undefined;
@@ -221,20 +223,20 @@ export class SqlLockBackend implements LockBackend {
       await this.#pins.unpin(runner);
       return null;
     }
-    let fence: number | null = null;
+    let grant: LockGrant | null = null;
     try {
-      if (taken && !signal?.aborted) fence = await this.#pins.grant(db, key, token, runner);
+      if (taken && !signal?.aborted) grant = await this.#pins.grant(db, key, token, runner);
     } finally {
-      if (fence === null) {
+      if (grant === null) {
         if (taken) await strategy.release(db, runner, key).catch(() => undefined);
         await this.#pins.unpin(runner);
       }
     }
-    if (fence !== null && signal?.aborted) {
+    if (grant !== null && signal?.aborted) {
       await this.release(key, token); // aborted while the fence was drawn: not handed out
       return null;
     }
-    return fence;
+    return grant;
   }
 }
 
