@@ -66,12 +66,14 @@ export function pgTerminate(db: SqlDatabase, pidSql: string): string {
 /**
  * Ends session `id` of this database from a pooled connection: everything it held (a lock it
  * was just granted included) is freed by the server, and the pool drops the dead connection.
- * Used on our own waiting connection when its caller aborts. `true` when it was ended.
+ * Used on our own waiting connection when its caller aborts: its pending statement fails as
+ * the session ends, which is all the waiting there is to do, so this does not wait for it.
+ * `true` when it was ended.
  */
 export async function endSession(db: SqlDatabase, id: number): Promise<boolean> {
   if (db.dialect.family === 'postgres') {
     const result = await db.exec(
-      `SELECT ${pgTerminate(db, 'pid')} AS ended FROM pg_stat_activity WHERE pid = ? AND datname = current_database()`,
+      `SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE pid = ? AND datname = current_database()`,
       [id],
     );
     return result.records.length > 0;
