@@ -10,20 +10,16 @@ import 'reflect-metadata';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
-import { createConnection } from 'mysql2/promise';
 import { Locked } from '../../lib/decorators/locked.decorator';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
+import type { TypeormBackendConfig } from '../../lib/backends/backend-config';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { findFreePort } from '../../servers/child-processes';
-import {
-  createMariadbUser,
-  dataSourceOptions,
-  scratchTable,
-  TEST_DATABASE,
-} from '../../servers/databases';
+import { createMariadbUser, dataSourceOptions, scratchTable } from '../../servers/databases';
 import { startTcpProxy, type TcpProxy } from '../../servers/tcp-proxy';
 import { aborted, settle, within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { typeormOptions, withMariadbAdmin } from '../support/typeorm-backend';
 
 type Strategy = 'table' | 'for-update' | 'advisory';
 type ServerKind = 'postgres' | 'mariadb';
@@ -51,17 +47,18 @@ class Guarded {
   }
 }
 
-/** Lock module options for backend `db` on `dataSource`, with a fresh key prefix. */
+/**
+ * Lock module options for backend `db` on `dataSource`, with a fresh key prefix (and a table
+ * name that is only ever used where the database answers: `extra.tableName`).
+ */
 function options(
   dataSource: Record<string, unknown>,
   strategy: Strategy,
-  extra: Record<string, unknown> = {},
+  extra: Partial<TypeormBackendConfig> = {},
 ): LockModuleOptions {
+  const tableName = extra.tableName ?? 'never_created';
   return {
-    backends: {
-      db: { type: 'typeorm', dataSourceOptions: dataSource, strategy, ...extra },
-    },
-    keyPrefix: `down-${randomUUID()}:`,
+    ...typeormOptions(dataSource, strategy, tableName, `down-${randomUUID()}:`, extra),
     operationTimeout: 5_000,
   };
 }
@@ -138,7 +135,6 @@ describe('typeorm, startup degraded: the database that answers later is used at 
         options({ ...table.dataSourceOptions(), username: user.username, password }, 'advisory', {
           startup: 'degraded',
           tableName: table.name,
-          createTable: true,
         }),
         { providers: [Guarded] },
       );
@@ -148,19 +144,9 @@ describe('typeorm, startup degraded: the database that answers later is used at 
       expectCause(before.error, /Access denied/, 'ER_ACCESS_DENIED_ERROR');
       expect(guarded.runs).toBe(0);
 
-      const root = dataSourceOptions('mariadb');
-      const admin = await createConnection({
-        host: String(root.host),
-        port: Number(root.port),
-        user: String(root.username),
-        password: String(root.password),
-        database: TEST_DATABASE,
-      });
-      try {
-        await admin.query(`ALTER USER ?@'%' IDENTIFIED BY ?`, [user.username, password]);
-      } finally {
-        await admin.end();
-      }
+      await withMariadbAdmin((admin) =>
+        admin.query(`ALTER USER ?@'%' IDENTIFIED BY ?`, [user.username, password]),
+      );
       await guarded.run();
       expect(guarded.runs).toBe(1);
       expect((await t.locks.health()).db.status).toBe('up');
@@ -183,7 +169,6 @@ describe('typeorm, the database goes away mid-run (its TCP proxy closed)', () =>
           t = await createLockApp(
             options({ ...table.dataSourceOptions({ poolSize: 4 }), port: proxy.port }, strategy, {
               tableName: table.name,
-              createTable: true,
             }),
             { providers: [Guarded] },
           );
@@ -247,7 +232,6 @@ describe('typeorm, a database that is connected but silent (black hole)', () => 
         t = await createLockApp({
           ...options({ ...table.dataSourceOptions(), port: proxy.port }, 'table', {
             tableName: table.name,
-            createTable: true,
           }),
           operationTimeout: 700,
         });

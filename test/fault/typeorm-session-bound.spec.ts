@@ -8,20 +8,19 @@
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createConnection, type RowDataPacket } from 'mysql2/promise';
+import type { RowDataPacket } from 'mysql2/promise';
 import type { Lock } from '../../lib/lock.interfaces';
-import type { LockModuleOptions } from '../../lib/lock.module-options';
 import {
   createMariadbUser,
   dataSourceOptions,
   scratchTable,
-  TEST_DATABASE,
   type MariadbUser,
   type ScratchTable,
 } from '../../servers/databases';
 import { startTcpProxy, type TcpProxy } from '../../servers/tcp-proxy';
 import { aborted, sleep, within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { typeormOptions, withMariadbAdmin } from '../support/typeorm-backend';
 
 type Strategy = 'for-update' | 'advisory';
 type ServerKind = 'postgres' | 'mariadb';
@@ -72,23 +71,13 @@ async function newLogin(kind: ServerKind): Promise<Login> {
       ...(port === undefined ? {} : { port }),
     }),
     connections: async () => {
-      const root = dataSourceOptions('mariadb');
-      const admin = await createConnection({
-        host: String(root.host),
-        port: Number(root.port),
-        user: String(root.username),
-        password: String(root.password),
-        database: TEST_DATABASE,
-      });
-      try {
-        const [rows] = await admin.query<RowDataPacket[]>(
+      const [rows] = await withMariadbAdmin((admin) =>
+        admin.query<RowDataPacket[]>(
           'SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE USER = ?',
           [user.username],
-        );
-        return Number(rows[0].n);
-      } finally {
-        await admin.end();
-      }
+        ),
+      );
+      return Number(rows[0].n);
     },
     drop: () => user.drop(),
   };
@@ -108,27 +97,6 @@ async function withAdminPostgres(
   } finally {
     await ds.destroy();
   }
-}
-
-function lockOptions(
-  dataSource: Record<string, unknown>,
-  strategy: Strategy,
-  table: ScratchTable,
-  keyPrefix: string,
-): LockModuleOptions {
-  return {
-    backends: {
-      db: {
-        type: 'typeorm',
-        dataSourceOptions: dataSource,
-        strategy,
-        tableName: table.name,
-        createTable: true,
-        sessionTimeout: SESSION_TIMEOUT_MS,
-      },
-    },
-    keyPrefix,
-  };
 }
 
 /** A test's parts: its table, login, proxy, apps; all closed afterwards. */
@@ -154,7 +122,9 @@ async function withSetup(
       app: async (viaProxy, strategy) => {
         const port = viaProxy ? proxy.port : undefined;
         const app = await createLockApp(
-          lockOptions(login.options(table, port), strategy, table, keyPrefix),
+          typeormOptions(login.options(table, port), strategy, table.name, keyPrefix, {
+            sessionTimeout: SESSION_TIMEOUT_MS,
+          }),
         );
         apps.push(app);
         return app;

@@ -182,9 +182,15 @@ export class PinnedConnections {
     await this.unpin(pinned.runner);
   }
 
-  /** Releases every held lock's connection (shutdown). */
-  async closeAll(): Promise<void> {
-    for (const pinned of [...this.held.values()]) await this.drop(pinned);
+  /**
+   * Shutdown: releases every lock still held here with `release` (a failure means the
+   * connection, and the lock, are gone already) and gives each connection back.
+   */
+  async closeAll(release: (pinned: Pinned) => Promise<unknown>): Promise<void> {
+    for (const pinned of [...this.held.values()]) {
+      await release(pinned).catch(() => undefined);
+      await this.drop(pinned);
+    }
   }
 
   /** Stops tracking a held lock (its connection is given back by the caller). */

@@ -133,7 +133,12 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async close(): Promise<void> {
-    await this.#pins.closeAll();
+    const strategy = this.#strategy;
+    // Locks still pinned (a lockAtLeastFor cut short): released, so a DataSource of the app's
+    // gets its connections back without an open transaction or our session settings.
+    if (strategy.kind === 'session') {
+      await this.#pins.closeAll(({ db, runner, key }) => strategy.release(db, runner, key));
+    }
     await this.#source.close();
   }
 
