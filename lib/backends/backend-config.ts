@@ -116,4 +116,21 @@ export interface TypeormBackendConfig {
   tableName?: string;
   /** Create the lock table on first use if it is missing (default `false`: run the migration). */
   createTable?: boolean;
+  /**
+   * What bootstrap does when the database cannot be reached; `dataSourceOptions` only (a
+   * DataSource you pass in is connected by your app). `'fail'` (default): the bootstrap fails
+   * with the cause. `'degraded'`: the app starts, a warning says why, `health()` reports the
+   * backend down, and each lock call fails at once with the cause until the database answers.
+   */
+  startup?: 'fail' | 'degraded';
+  /**
+   * `for-update` and `advisory` only: how long, in ms, the database keeps the lock of a holder
+   * it no longer hears from (cut-off network, frozen process) before it ends that session and
+   * frees the lock (default 30 000, at least 1 000). Set on the lock's own connection:
+   * PostgreSQL `idle_in_transaction_session_timeout` (`for-update`) or `idle_session_timeout`
+   * (`advisory`, PostgreSQL 14+); MariaDB/MySQL `wait_timeout` (whole seconds, rounded up). A
+   * live process keeps its connections busier than that, and a lease is trusted for at most
+   * 90 % of it.
+   */
+  sessionTimeout?: number;
 }
