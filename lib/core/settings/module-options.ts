@@ -94,7 +94,7 @@ export async function buildLockRuntime(
     if (!load) {
       throw new LockConfigError(
         `${field}.type`,
-        `unknown backend type ${JSON.stringify(type) ?? String(type)}; known: ${Object.keys(types).join(', ')}`,
+        `unknown backend type ${describe(type)}; known: ${Object.keys(types).join(', ')}`,
       );
     }
     const factory = await load();
