@@ -119,19 +119,33 @@ export async function checkLockCall(
     // The lock once fn runs (fn then waits for the gate), or the call's own refusal.
     return Promise.race([inside.promise, running]);
   });
+  // A lock taken where a refusal was due must not stay held for the next input.
+  const letGo = async (): Promise<void> => {
+    gate.resolve();
+    if (running) await running.catch(() => undefined);
+    else if (outcome.ok && isLock(outcome.value)) await outcome.value.release();
+  };
   if (faults.length > 0) {
-    expectRefused(t, outcome, faults, before);
-    expect(ran.count).toBe(0);
+    try {
+      expectRefused(t, outcome, faults, before);
+      expect(ran.count).toBe(0);
+    } finally {
+      await letGo();
+    }
     return 'refused';
   }
   if (options.aborted) {
-    if (outcome.ok || !(outcome.error instanceof LockAbortedError)) {
-      throw new Error(
-        `${what} with an aborted signal: expected LockAbortedError, got ${describeOutcome(outcome)}`,
-      );
+    try {
+      if (outcome.ok || !(outcome.error instanceof LockAbortedError)) {
+        throw new Error(
+          `${what} with an aborted signal: expected LockAbortedError, got ${describeOutcome(outcome)}`,
+        );
+      }
+      expect(t.calls.total() - before).toBe(0);
+      expect(ran.count).toBe(0);
+    } finally {
+      await letGo();
     }
-    expect(t.calls.total() - before).toBe(0);
-    expect(ran.count).toBe(0);
     return 'aborted';
   }
   if (!outcome.ok)
@@ -160,6 +174,10 @@ export async function checkLockCall(
   }
   await checkReleased(t, lock, keys, Number(options.values.lockAtLeastFor ?? 0));
   return 'worked';
+}
+
+function isLock(value: unknown): value is Lock {
+  return typeof value === 'object' && value !== null && 'release' in value;
 }
 
 function describeOutcome(outcome: Settled<unknown>): string {

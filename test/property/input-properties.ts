@@ -121,7 +121,11 @@ export function runInputProperties(target: InputPropertyTarget): void {
           outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
         })
         .afterEach(async () => expectNothingHeld(t));
-      await fc.assert(property, { numRuns: target.runs, examples: examples.map((e) => [e]) });
+      await fc.assert(property, {
+        numRuns: target.runs,
+        examples: examples.map((e) => [e]),
+        reporter: report,
+      });
       const total = target.runs + examples.length;
       expect(outcomes.get('worked') ?? 0).toBeGreaterThan(total * MIN_SHARE);
       expect(outcomes.get('refused') ?? 0).toBeGreaterThan(total * MIN_SHARE);
@@ -256,4 +260,21 @@ export function runInputProperties(target: InputPropertyTarget): void {
       });
     });
   });
+}
+
+/**
+ * Fails with fast-check's report, long strings in it cut short: a counterexample key of 16 384
+ * characters would otherwise bury the report.
+ */
+function report<T>(details: fc.RunDetails<T>): void {
+  if (!details.failed) return;
+  const message = fc.defaultReportMessage(details) ?? 'property failed';
+  throw new Error(
+    message.replace(
+      /"((?:[^"\\]|\\.){120})((?:[^"\\]|\\.){200,})"/g,
+      (_all, head: string, rest: string) =>
+        `"${head}…" (${head.length + rest.length} characters as printed)`,
+    ),
+    { cause: details.errorInstance },
+  );
 }
