@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from '@jest/globals';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
-import { LockAbortedError, LockConfigError } from '../../lib/errors/lock.errors';
+import { LockAbortedError, LockBackendError, LockConfigError } from '../../lib/errors/lock.errors';
 import type { Lock, LockInfo } from '../../lib/lock.interfaces';
 import type { LockService } from '../../lib/lock.service';
 import { deferred, settle, sleep, within, type Settled } from '../support/async';
@@ -26,10 +26,18 @@ export interface PropertyTarget {
   readonly calls: ReturnType<typeof countBackendCalls>;
   /** Longest any single call may take before it counts as a hang. */
   readonly callMs: number;
+  /**
+   * Most locks the backend holds at once (session SQL strategies pin a pooled connection per
+   * held lock and refuse more with a `LockBackendError` saying so); `Infinity` elsewhere.
+   */
+  readonly capacity: number;
 }
 
-/** How an input ended: it worked, was refused, or (valid) met an aborted signal or the caller's own error. */
-export type Outcome = 'worked' | 'refused' | 'aborted' | 'own error';
+/**
+ * How an input ended: it worked, was refused, or (valid) met an aborted signal, the caller's own
+ * error, or more keys than the backend can hold at once.
+ */
+export type Outcome = 'worked' | 'refused' | 'aborted' | 'own error' | 'over capacity';
 
 /** The calls that take a lock. */
 export type LockCall = 'acquire' | 'tryAcquire' | 'withLock';
@@ -148,6 +156,18 @@ export async function checkLockCall(
     }
     return 'aborted';
   }
+  const keys = distinctKeys(key);
+  if (keys.length > t.capacity) {
+    try {
+      expectOverCapacity(outcome);
+      expect(ran.count).toBe(0);
+    } finally {
+      await letGo();
+    }
+    for (const k of keys)
+      expect(await within(t.locks.isLocked(k), t.callMs, 'isLocked')).toBe(false);
+    return 'over capacity';
+  }
   if (!outcome.ok)
     throw new Error(`${what} failed on valid input: ${String(outcome.error)}`, {
       cause: outcome.error,
@@ -163,7 +183,6 @@ export async function checkLockCall(
     gate.resolve();
     expect(await running).toBe('ran');
   };
-  const keys = distinctKeys(key);
   try {
     await checkHeld(t, lock, keys);
     if (forceRelease) await checkForceRelease(t, lock, keys[0]);
@@ -174,6 +193,16 @@ export async function checkLockCall(
   }
   await checkReleased(t, lock, keys, Number(options.values.lockAtLeastFor ?? 0));
   return 'worked';
+}
+
+/** The documented refusal of a backend asked to hold more locks than its pool allows. */
+export function expectOverCapacity(outcome: Settled<unknown>): void {
+  if (outcome.ok || !(outcome.error instanceof LockBackendError)) {
+    throw new Error(
+      `more keys than the backend can hold: expected its LockBackendError, got ${describeOutcome(outcome)}`,
+    );
+  }
+  expect(outcome.error.message).toContain('cannot hold more than');
 }
 
 function isLock(value: unknown): value is Lock {
@@ -195,13 +224,21 @@ export async function checkHeld(
   expect([...lock.keys].sort()).toEqual([...keys].sort());
   expect(lock.key).toBe(lock.keys.join(','));
   expect(t.locks.getMetrics()[t.name].lock_held).toBe(keys.length);
+  // A busy check and another key each need one more lock of the backend's capacity.
+  const spare = t.capacity > keys.length;
   for (const [i, key] of lock.keys.entries()) {
     expect(await within(t.locks.isLocked(key), t.callMs, 'isLocked')).toBe(true);
     // A bare call is another async context: it contends like another process would.
-    const other = await within(t.locks.tryAcquire(key), t.callMs, 'tryAcquire of a held key');
-    if (other) {
-      await other.release();
-      throw new Error(`key ${JSON.stringify(key)} held, yet a second tryAcquire got it too`);
+    const other = await settle(
+      within(t.locks.tryAcquire(key), t.callMs, 'tryAcquire of a held key'),
+    );
+    if (!spare) {
+      expectOverCapacity(other);
+    } else if (!other.ok || other.value !== null) {
+      if (other.ok) await other.value?.release();
+      throw new Error(
+        `key ${JSON.stringify(key)} held, yet a second tryAcquire got ${describeOutcome(other)}`,
+      );
     }
     if (t.backend.inspect) {
       const info = await within(t.locks.inspect(key), t.callMs, 'inspect');
@@ -209,9 +246,14 @@ export async function checkHeld(
     }
   }
   const elsewhere = `other-${randomUUID()}`;
-  const free = await within(t.locks.tryAcquire(elsewhere), t.callMs, 'tryAcquire of another key');
-  expect(free).not.toBeNull();
-  await free?.release();
+  const free = await settle(
+    within(t.locks.tryAcquire(elsewhere), t.callMs, 'tryAcquire of another key'),
+  );
+  if (!spare) return expectOverCapacity(free);
+  if (!free.ok || free.value === null) {
+    throw new Error(`another key is not free while this lock is held: ${describeOutcome(free)}`);
+  }
+  await free.value.release();
 }
 
 /** `forceRelease` frees a held key: the holder's lock is lost at once and the key is free. */

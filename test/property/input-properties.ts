@@ -27,6 +27,7 @@ import {
 import { keyInput, nearKeyPair, type KeyScale } from './key-inputs';
 import { checkByFunction, checkTemplated } from './locked-checks';
 import { KeyFunctionFailure, LockedJobs, templateArg, templateHolder } from './locked-jobs';
+import { checkLockedOptions, lockedOptionsCase } from './locked-options';
 import { fixedOptions, lockOptionFields, optionsCase, queryOptionFields } from './option-inputs';
 
 /** One backend configuration and how hard to try it. */
@@ -41,6 +42,13 @@ export interface InputPropertyTarget {
   readonly scale: KeyScale;
   /** Longest one call may take before it counts as a hang. */
   readonly callMs: number;
+  /** Most locks the backend holds at once (default: no limit); see `PropertyTarget`. */
+  readonly capacity?: number;
+  /**
+   * Also decorate fresh classes with random `@Locked` options and call them (they lock through
+   * the most recently initialised module, so only in a file with one app).
+   */
+  readonly decoratorOptions?: boolean;
   /**
    * Called at the end with the run's key prefix: checks the store holds no lock of the run
    * and removes what the run left by design (fence counters), where the store keeps any.
@@ -63,9 +71,10 @@ export function runInputProperties(target: InputPropertyTarget): void {
     let jobs: LockedJobs;
     let teardown: (() => Promise<void>) | undefined;
     let config: LockBackendConfig;
-    const startedAt = performance.now();
+    let startedAt = 0;
 
     beforeAll(async () => {
+      startedAt = performance.now();
       const created = await target.setup();
       teardown = created.teardown;
       config = created.config;
@@ -80,6 +89,7 @@ export function runInputProperties(target: InputPropertyTarget): void {
         name: BACKEND,
         calls: countBackendCalls(backend),
         callMs: target.callMs,
+        capacity: target.capacity ?? Infinity,
       };
       jobs = app.app.get(LockedJobs);
     }, 60_000);
@@ -132,7 +142,11 @@ export function runInputProperties(target: InputPropertyTarget): void {
     }
 
     const lockCalls = fc.constantFrom<LockCall>('acquire', 'tryAcquire', 'withLock');
-    const queryCalls = fc.constantFrom<QueryCall>('isLocked', 'inspect', 'forceRelease');
+    // isLocked more often: inspect and forceRelease are refused on a backend without them.
+    const queryCalls = fc.oneof(
+      { arbitrary: fc.constant<QueryCall>('isLocked'), weight: 2 },
+      { arbitrary: fc.constantFrom<QueryCall>('inspect', 'forceRelease'), weight: 1 },
+    );
     const budget = (factor = 1) => Math.max(60_000, target.runs * target.callMs * factor);
 
     it(
@@ -196,6 +210,18 @@ export function runInputProperties(target: InputPropertyTarget): void {
       },
       budget(),
     );
+
+    if (target.decoratorOptions) {
+      it(
+        '@Locked options: refused at class definition naming the method, or the method runs locked',
+        async () => {
+          await check('@Locked options', lockedOptionsCase(BACKEND), (c) =>
+            checkLockedOptions(t, c),
+          );
+        },
+        budget(),
+      );
+    }
 
     describe('the inputs issue 17 found by hand', () => {
       it("'\\ud800' and '\\udbff' are refused; '\\ufffd' is a lock of its own", async () => {

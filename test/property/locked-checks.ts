@@ -6,11 +6,13 @@
  * as it is.
  */
 import { expect } from '@jest/globals';
+import { LockAbortedError } from '../../lib/errors/lock.errors';
 import type { Lock } from '../../lib/lock.interfaces';
 import { settle, within } from '../support/async';
 import {
   checkHeld,
   checkReleased,
+  expectOverCapacity,
   expectRefused,
   type Outcome,
   type PropertyTarget,
@@ -18,32 +20,50 @@ import {
 import { distinctKeys, keysFaults, templateKey } from './expected';
 import { Gate, KeyFunctionFailure, type LockedJobs } from './locked-jobs';
 
-/** Runs `call` (a `@Locked` method given `gate`) and checks the outcome against `keys`. */
-async function checkLockedCall(
+/** What a `@Locked` call must do: lock `keys`, be refused naming a fault, or fail otherwise. */
+export type LockedExpectation =
+  | { readonly keys: readonly string[] }
+  | { readonly faults: readonly string[] }
+  | { readonly throws: Error }
+  | { readonly aborted: true };
+
+/**
+ * Runs `call` (a `@Locked` method of `Class.method` = `where`, given `gate`) and checks the
+ * outcome against `expected` (a lock with `lockAtLeastFor` frees its key that much later).
+ */
+export async function checkLockedCall(
   t: PropertyTarget,
-  method: string,
+  where: string,
   call: (gate: Gate) => Promise<string>,
-  expected: { keys: readonly string[] } | { faults: readonly string[] } | { throws: Error },
+  expected: LockedExpectation,
+  lockAtLeastFor = 0,
 ): Promise<Outcome> {
+  const method = `@Locked ${where}`;
   const gate = new Gate();
   const before = t.calls.total();
   let running: Promise<string>;
   try {
     running = call(gate);
   } catch (err) {
-    throw new Error(`@Locked ${method} threw synchronously: ${String(err)}`);
+    throw new Error(`${method} threw synchronously: ${String(err)}`);
   }
   const first = await settle(
     within(Promise.race([gate.inside.promise, running]), t.callMs, method),
   );
-  if ('throws' in expected || 'faults' in expected) {
+  const overCapacity = 'keys' in expected && expected.keys.length > t.capacity;
+  if ('throws' in expected || 'faults' in expected || 'aborted' in expected || overCapacity) {
     try {
-      if ('throws' in expected) {
+      if (overCapacity) {
+        expectOverCapacity(first);
+      } else if ('throws' in expected) {
         expect(first).toEqual({ ok: false, error: expected.throws });
         expect(t.calls.total() - before).toBe(0);
-      } else {
+      } else if ('aborted' in expected) {
+        expect(first.ok ? first.value : first.error).toBeInstanceOf(LockAbortedError);
+        expect(t.calls.total() - before).toBe(0);
+      } else if ('faults' in expected) {
         const error = expectRefused(t, first, expected.faults, before);
-        expect(error.where).toBe(`@Locked on LockedJobs.${method}`);
+        expect(error.where).toBe(`@Locked on ${where}`);
       }
       expect(gate.runs).toBe(0);
     } finally {
@@ -51,14 +71,15 @@ async function checkLockedCall(
       gate.proceed.resolve();
       await running.catch(() => undefined);
     }
-    return 'throws' in expected ? 'own error' : 'refused';
+    if (overCapacity) return 'over capacity';
+    return 'throws' in expected ? 'own error' : 'aborted' in expected ? 'aborted' : 'refused';
   }
   if (!first.ok)
-    throw new Error(`@Locked ${method} failed on a valid key: ${String(first.error)}`, {
+    throw new Error(`${method} failed on a valid key: ${String(first.error)}`, {
       cause: first.error,
     });
   const lock = first.value as Lock | undefined;
-  if (!lock) throw new Error(`@Locked ${method} ran with no current lock`);
+  if (!lock) throw new Error(`${method} ran with no current lock`);
   try {
     await checkHeld(t, lock, expected.keys);
   } finally {
@@ -66,7 +87,7 @@ async function checkLockedCall(
   }
   expect(await within(running, t.callMs, method)).toBe('ran');
   expect(gate.runs).toBe(1);
-  await checkReleased(t, lock, expected.keys);
+  await checkReleased(t, lock, expected.keys, lockAtLeastFor);
   return 'worked';
 }
 
@@ -75,7 +96,7 @@ export function checkTemplated(t: PropertyTarget, jobs: LockedJobs, a: unknown, 
   const key = templateKey(a, b);
   return checkLockedCall(
     t,
-    'templated',
+    'LockedJobs.templated',
     (gate) => jobs.templated(a, b, gate),
     key === undefined ? { faults: ['key'] } : { keys: [key] },
   );
@@ -92,5 +113,10 @@ export function checkByFunction(t: PropertyTarget, jobs: LockedJobs, keys: unkno
         : keysFaults(keys).length > 0
           ? { faults: keysFaults(keys) }
           : { keys: distinctKeys(keys) };
-  return checkLockedCall(t, 'byFunction', (gate) => jobs.byFunction(keys, gate), expected);
+  return checkLockedCall(
+    t,
+    'LockedJobs.byFunction',
+    (gate) => jobs.byFunction(keys, gate),
+    expected,
+  );
 }

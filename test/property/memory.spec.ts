@@ -5,7 +5,8 @@ import { runInputProperties } from './input-properties';
 runInputProperties({
   name: 'memory',
   setup: async () => ({ config: { type: 'memory' } }),
-  runs: 2_000,
+  runs: 3_000,
   scale: FULL_SCALE,
   callMs: 5_000,
+  decoratorOptions: true,
 });

@@ -17,6 +17,10 @@ export interface Labelled {
   readonly aborted?: boolean;
   /** Short text for a counterexample (values such as symbols and getters print poorly). */
   readonly text: string;
+  /** Refused: the fields a refusal may name, when not the option's own name (nested options). */
+  readonly faults?: readonly string[];
+  /** Refused only when used, not when given (a `@Locked` signal function returning junk). */
+  readonly atCall?: boolean;
 }
 
 /** Accepted values of `arb`. */
@@ -30,7 +34,7 @@ export function bad(arb: fc.Arbitrary<unknown>): fc.Arbitrary<Labelled> {
 }
 
 /** Accepted and refused values, drawn three to one (so most option objects are valid). */
-function verdicts(
+export function verdicts(
   accepted: ReadonlyArray<fc.Arbitrary<Labelled>>,
   refused: ReadonlyArray<fc.Arbitrary<Labelled>>,
 ): fc.Arbitrary<Labelled> {
@@ -48,6 +52,11 @@ export const wrongType: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant(() => 1000),
   fc.constant(new Number(1000)),
 );
+
+/** Numbers below zero (fast-check's doubles order -0 below 0, and -0 is no negative wait). */
+const negative = fc
+  .double({ max: 0, maxExcluded: true, noNaN: true })
+  .filter((v) => !Object.is(v, -0));
 
 /** Numbers that no duration accepts. */
 const neverADuration = fc.constantFrom(NaN, -Infinity, Infinity, -1, -0.5, -Number.MAX_VALUE);
@@ -89,11 +98,7 @@ export const waitTimeout: fc.Arbitrary<Labelled> = verdicts(
     good(fc.constantFrom(undefined, 0, -0, 0.5, Infinity, 1e300)),
     good(fc.double({ min: 0, noNaN: true })),
   ],
-  [
-    bad(fc.constantFrom(NaN, -Infinity, -1, -Number.MIN_VALUE)),
-    bad(fc.double({ max: 0, maxExcluded: true, noNaN: true })),
-    bad(wrongType),
-  ],
+  [bad(fc.constantFrom(NaN, -Infinity, -1, -Number.MIN_VALUE)), bad(negative), bad(wrongType)],
 );
 
 /** A boolean option (`autoRenew`). */
@@ -112,7 +117,7 @@ export const lockAtLeastFor: fc.Arbitrary<Labelled> = verdicts(
   [
     bad(neverADuration),
     bad(fc.constantFrom(MAX_TIMER_MS + 1, 1e300)),
-    bad(fc.double({ max: 0, maxExcluded: true, noNaN: true })),
+    bad(negative),
     bad(wrongType),
   ],
 );
@@ -194,6 +199,8 @@ export interface OptionsCase {
   readonly invalid: readonly string[];
   /** Valid, with an already aborted signal. */
   readonly aborted: boolean;
+  /** Fields refused only when the options are used (`@Locked`: at the call, not at decoration). */
+  readonly callInvalid: readonly string[];
   /** The effective value of each known field (`undefined`: unset). */
   readonly values: Readonly<Record<string, unknown>>;
   /** Printed in counterexamples. */
@@ -202,12 +209,50 @@ export interface OptionsCase {
 
 const GETTER_ERROR = 'a getter of the caller threw';
 
+/** How a call names the fields of its options object in a `LockConfigError`. */
+export interface Naming {
+  /** The object itself (not an object, unreadable). */
+  readonly object: string;
+  /** Prefix of an unknown field, and of a known one whose read throws. */
+  readonly unknown: string;
+  /** Prefix of a known field with a bad value. */
+  readonly known: string;
+}
+
+/** `LockOptions` and the options of the queries: `options`, `options.<typo>`, `ttl`. */
+export const CALL_NAMING: Naming = { object: 'options', unknown: 'options.', known: '' };
+
+/** How the generated object is read. */
+export interface OptionsShape {
+  readonly naming?: Naming;
+  /**
+   * Whether inherited fields count (property reads see them), or are ignored (the object is
+   * copied by its own keys first, as Nest does with module options).
+   */
+  readonly inherited?: boolean;
+  /** Whether the argument may be missing or no object at all. */
+  readonly exotic?: boolean;
+  /** Fields always given (as own properties, before the random ones, which may override them). */
+  readonly always?: readonly string[];
+  /** Most random fields. */
+  readonly maxFields?: number;
+}
+
 /**
  * Option objects over `fields`: mostly valid or one field wrong; sometimes unknown fields
  * (typos, `__proto__`, `constructor`), inherited values, throwing getters, a proxy whose
- * traps throw, or no object at all. `prefix` is how unknown fields are named (`options.`).
+ * traps throw, or no object at all.
  */
-export function optionsCase(fields: OptionFields, prefix = 'options.'): fc.Arbitrary<OptionsCase> {
+export function optionsCase(
+  fields: OptionFields,
+  {
+    naming = CALL_NAMING,
+    inherited = true,
+    exotic = true,
+    always = [],
+    maxFields = 3,
+  }: OptionsShape = {},
+): fc.Arbitrary<OptionsCase> {
   const known = Object.keys(fields);
   const placement = fc.oneof(
     { arbitrary: fc.constant<Placement>('own'), weight: 12 },
@@ -226,46 +271,65 @@ export function optionsCase(fields: OptionFields, prefix = 'options.'): fc.Arbit
     label: good(fc.anything({ maxDepth: 1 })),
     placement,
   });
-  const shape: fc.Arbitrary<Shape> = fc.oneof(
+  const shapes: Array<fc.WeightedArbitrary<Shape>> = [
     { arbitrary: fc.constant({ kind: 'plain' as const }), weight: 12 },
     { arbitrary: fc.constant({ kind: 'null-prototype' as const }), weight: 2 },
-    { arbitrary: fc.constant({ kind: 'absent' as const }), weight: 2 },
-    { arbitrary: fc.constant({ kind: 'proxy-throws' as const }), weight: 1 },
-    {
-      arbitrary: fc
-        .constantFrom(null, 0, 'ttl', true, [], [{}], () => ({}), Symbol('options'), 1n)
-        .map((value) => ({ kind: 'not-an-object' as const, value })),
-      weight: 1,
-    },
-  );
+  ];
+  if (exotic) {
+    shapes.push(
+      { arbitrary: fc.constant({ kind: 'absent' as const }), weight: 2 },
+      { arbitrary: fc.constant({ kind: 'proxy-throws' as const }), weight: 1 },
+      {
+        arbitrary: fc
+          .constantFrom(null, 0, 'ttl', true, [], [{}], () => ({}), Symbol('options'), 1n)
+          .map((value) => ({ kind: 'not-an-object' as const, value })),
+        weight: 1,
+      },
+    );
+  }
   return fc
     .record({
-      entries: fc.array(knownEntry, { maxLength: 3 }),
+      given: fc.tuple(
+        ...always.map((name) =>
+          fc.record({
+            name: fc.constant(name),
+            label: fields[name],
+            placement: fc.constant<Placement>('own'),
+          }),
+        ),
+      ),
+      entries: fc.array(knownEntry, { maxLength: maxFields }),
       extras: fc.oneof(
         { arbitrary: fc.constant([]), weight: 6 },
         { arbitrary: fc.array(extraEntry, { minLength: 1, maxLength: 2 }), weight: 1 },
       ),
-      shape,
+      shape: fc.oneof(...shapes),
     })
-    .map(({ entries, extras, shape }) => toCase(known, [...entries, ...extras], shape, prefix));
+    .map(({ given, entries, extras, shape }) =>
+      toCase(known, [...given, ...entries, ...extras], shape, naming, inherited),
+    );
 }
 
-/** Judges the entries as JavaScript reads them (own before inherited, later before earlier). */
+/**
+ * Judges the entries as they are read: own before inherited (when inherited ones count at
+ * all), later before earlier.
+ */
 function toCase(
   known: readonly string[],
   entries: readonly Entry[],
   shape: Shape,
-  prefix: string,
+  naming: Naming,
+  readsInherited: boolean,
 ): OptionsCase {
   const text = describeCase(entries, shape);
   if (shape.kind === 'absent') return printable({ build: () => undefined, invalid: [], text });
   if (shape.kind === 'not-an-object') {
-    return printable({ build: () => shape.value, invalid: ['options'], text });
+    return printable({ build: () => shape.value, invalid: [naming.object], text });
   }
   if (shape.kind === 'proxy-throws') {
     return printable({
       build: () => hostileProxy(),
-      invalid: ['options', ...known.map((name) => `${prefix}${name}`)],
+      invalid: [naming.object, ...known.map((name) => `${naming.unknown}${name}`)],
       text,
     });
   }
@@ -275,25 +339,30 @@ function toCase(
     (entry.placement.startsWith('inherited') ? inherited : own).set(entry.name, entry);
   }
   const invalid = new Set<string>();
+  const callInvalid = new Set<string>();
   const values: Record<string, unknown> = {};
   let aborted = false;
   for (const name of known) {
-    const entry = own.get(name) ?? inherited.get(name);
+    const entry = own.get(name) ?? (readsInherited ? inherited.get(name) : undefined);
     if (!entry) continue;
     if (entry.placement.endsWith('getter')) {
-      invalid.add(`${prefix}${name}`);
+      invalid.add(`${naming.unknown}${name}`);
     } else {
       values[name] = entry.label.value;
-      if (!entry.label.ok) invalid.add(name);
+      if (!entry.label.ok) {
+        const faults = entry.label.atCall ? callInvalid : invalid;
+        for (const fault of entry.label.faults ?? [`${naming.known}${name}`]) faults.add(fault);
+      }
       if (entry.label.aborted) aborted = true;
     }
   }
-  for (const [name] of own) if (!known.includes(name)) invalid.add(`${prefix}${name}`);
+  for (const [name] of own) if (!known.includes(name)) invalid.add(`${naming.unknown}${name}`);
   const nullPrototype = shape.kind === 'null-prototype';
   return printable({
     build: () => buildObject(own, inherited, nullPrototype),
     invalid: [...invalid],
-    aborted: aborted && invalid.size === 0,
+    callInvalid: [...callInvalid],
+    aborted: aborted && invalid.size === 0 && callInvalid.size === 0,
     values,
     text,
   });
@@ -303,7 +372,7 @@ function toCase(
 export function printable(
   parts: Pick<OptionsCase, 'build' | 'invalid' | 'text'> & Partial<OptionsCase>,
 ): OptionsCase {
-  const options: OptionsCase = { aborted: false, values: {}, ...parts };
+  const options: OptionsCase = { aborted: false, values: {}, callInvalid: [], ...parts };
   return Object.assign(options, { [fc.toStringMethod]: () => options.text });
 }
 

@@ -48,6 +48,28 @@ export function checkOptions(
 }
 
 /**
+ * An options object copied by its own enumerable fields, each read once: what `{ ...value }`
+ * does, without its traps. A getter (or proxy trap) that throws is a `LockConfigError` naming
+ * the field; so is an own `__proto__` field (as `JSON.parse` makes), which a copy by
+ * assignment, as Nest's module builder makes, would turn into the copy's prototype, lending it
+ * fields nobody validated. For callers that copy options before validating them (`@Locked`,
+ * `LockModule.forRoot`); fields are named `keyPrefix + name`.
+ */
+export function copyOwnOptions(
+  value: unknown,
+  field: string,
+  keyPrefix = `${field}.`,
+): Record<string, unknown> {
+  const object = checkObject(value, field);
+  const copy: Record<string, unknown> = {};
+  for (const name of readOption(field, () => Object.keys(object))) {
+    if (name === '__proto__') throw new LockConfigError(`${keyPrefix}${name}`, 'unknown option');
+    copy[name] = readOption(`${keyPrefix}${name}`, () => object[name]);
+  }
+  return copy;
+}
+
+/**
  * Runs `read` (a property read, `Object.keys`, ...) of a value the caller gave; what it throws
  * (a getter's or a proxy's error) becomes a `LockConfigError` naming `field`. Only the error's
  * class is quoted: its message is the caller's and could hold anything.
