@@ -184,7 +184,7 @@ export async function checkLockCall(
     expect(await running).toBe('ran');
   };
   try {
-    await checkHeld(t, lock, keys);
+    await checkHeld(t, lock, keys, () => options.build());
     if (forceRelease) await checkForceRelease(t, lock, keys[0]);
     await within(finish(), t.callMs, 'the release');
   } finally {
@@ -213,11 +213,16 @@ function describeOutcome(outcome: Settled<unknown>): string {
   return outcome.ok ? `a value (${String(outcome.value)})` : String(outcome.error);
 }
 
-/** `lock` holds exactly `keys`: each reads as locked and busy to another caller; others are free. */
+/**
+ * `lock` holds exactly `keys`: each reads as locked and busy to another caller; others are free.
+ * `contender` (the options of the call under test, built anew) is also tried on a free key and
+ * the first held one together: all or none, so it gets neither and leaves the free key free.
+ */
 export async function checkHeld(
   t: PropertyTarget,
   lock: Lock,
   keys: readonly string[],
+  contender?: () => unknown,
 ): Promise<void> {
   expect(lock.isHeld()).toBe(true);
   expect(lock.backend).toBe(t.name);
@@ -244,6 +249,20 @@ export async function checkHeld(
       const info = await within(t.locks.inspect(key), t.callMs, 'inspect');
       expect(info).toMatchObject({ held: true, mine: true, fence: lock.fences[i] });
     }
+  }
+  // U+0001 first: the free key comes first in canonical order, so it is taken, then given back.
+  const first = `\u0001${randomUUID()}`;
+  if (contender && t.capacity >= keys.length + 2) {
+    const both = await within(
+      t.locks.tryAcquire([first, lock.keys[0]], contender() as never),
+      t.callMs,
+      'tryAcquire of a free and a held key',
+    );
+    if (both) {
+      await both.release();
+      throw new Error('a free and a held key together were granted');
+    }
+    expect(await within(t.locks.isLocked(first), t.callMs, 'isLocked')).toBe(false);
   }
   const elsewhere = `other-${randomUUID()}`;
   const free = await settle(
@@ -352,6 +371,7 @@ export async function checkKeyPair(t: PropertyTarget, a: string, b: string): Pro
     expect(await bounded(t.locks.isLocked(b), 'isLocked')).toBe(a === b);
     const second = await bounded(t.locks.tryAcquire(b), 'tryAcquire');
     if (a === b) {
+      await second?.release();
       expect(second).toBeNull();
     } else {
       expect(second).not.toBeNull();

@@ -113,7 +113,12 @@ export const flag: fc.Arbitrary<Labelled> = verdicts(
  * the timer limit, non-finite, or not a number.
  */
 export const lockAtLeastFor: fc.Arbitrary<Labelled> = verdicts(
-  [good(fc.constantFrom(undefined, 0, -0)), good(fc.double({ min: 0, max: 30, noNaN: true }))],
+  [
+    good(fc.constantFrom(undefined, 0, -0)),
+    // Whole ms too: doubles in [0, 30] are mostly tiny, below the 1 ms a lock is kept for.
+    good(fc.integer({ min: 1, max: 30 })),
+    good(fc.double({ min: 0, max: 30, noNaN: true })),
+  ],
   [
     bad(neverADuration),
     bad(fc.constantFrom(MAX_TIMER_MS + 1, 1e300)),
