@@ -176,6 +176,7 @@ export async function checkLockCall(
   if (lock === null || typeof lock !== 'object') {
     throw new Error(`${what} on a free key resolved ${String(lock)}, not a lock`);
   }
+  const lockAtLeastFor = Number(options.values.lockAtLeastFor ?? 0);
   let finished = false;
   const finish = async (): Promise<void> => {
     finished = true;
@@ -188,10 +189,17 @@ export async function checkLockCall(
     if (forceRelease) await checkForceRelease(t, lock, keys[0]);
     await within(finish(), t.callMs, 'the release');
   } finally {
-    // A failed check must not leave its lock to the next input (shrinking reruns many).
-    if (!finished) await finish().catch(() => undefined);
+    // A failed check must not leave its lock to the next input (shrinking reruns many), nor
+    // to the next property: a lockAtLeastFor keeps it a moment after the release.
+    if (!finished) {
+      await finish().catch(() => undefined);
+      if (lockAtLeastFor > 0) {
+        for (const k of keys)
+          await eventuallyFree(t, k, lockAtLeastFor + 3_000).catch(() => undefined);
+      }
+    }
   }
-  await checkReleased(t, lock, keys, Number(options.values.lockAtLeastFor ?? 0));
+  await checkReleased(t, lock, keys, lockAtLeastFor);
   return 'worked';
 }
 
