@@ -43,8 +43,8 @@ export interface InputPropertyTarget {
   readonly scale: KeyScale;
   /** Longest one call may take before it counts as a hang. */
   readonly callMs: number;
-  /** Most locks the backend holds at once (default: no limit); see `PropertyTarget`. */
-  readonly capacity?: number;
+  /** Most locks the backend holds at once with `config` (default: no limit); see `PropertyTarget`. */
+  readonly capacity?: (config: LockBackendConfig) => number;
   /**
    * Also decorate fresh classes with random `@Locked` options and call them (they lock through
    * the most recently initialised module, so only in a file with one app).
@@ -92,7 +92,7 @@ export function runInputProperties(target: InputPropertyTarget): void {
         name: BACKEND,
         calls: countBackendCalls(backend),
         callMs: target.callMs,
-        capacity: target.capacity ?? Infinity,
+        capacity: target.capacity?.(created.config) ?? Infinity,
       };
       jobs = app.app.get(LockedJobs);
     }, 60_000);

@@ -8,15 +8,11 @@
 import { createHash } from 'node:crypto';
 import { expect } from '@jest/globals';
 import Redis from 'ioredis';
-import {
-  dataSourceOptions,
-  dropTable,
-  uniqueTableName,
-  type DbKind,
-  type SqlStrategy,
-} from '../../servers/databases';
-import { MACHINE_REDIS_URL, startRedisCluster, startRedisNodes } from '../../servers/redis-servers';
-import { startZkStandalone } from '../../servers/zk-servers';
+import type { LockBackendConfig } from '../../lib/backends/backend-config';
+import type { DbKind, SqlStrategy } from '../../servers/databases';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { typeormTarget } from '../conformance/typeorm.targets';
+import { redisClusterSetup, redlockSetup, zookeeperStandaloneSetup } from '../support/store-setups';
 import type { InputPropertyTarget } from './input-properties';
 import { STORE_SCALE } from './key-inputs';
 
@@ -24,97 +20,58 @@ import { STORE_SCALE } from './key-inputs';
 const STORE_RUNS = 300;
 /** A store call on a loaded machine: generous, so only a real hang fails. */
 const STORE_CALL_MS = 10_000;
-/** Pool of the session SQL strategies (each held lock pins a connection; one is reserved). */
-const SQL_POOL_SIZE = 12;
+
+/** How hard every real store is tried. */
+const ON_A_STORE = { runs: STORE_RUNS, scale: STORE_SCALE, callMs: STORE_CALL_MS } as const;
 
 /** The machine's Redis; what the run leaves there is checked and removed. */
 export const redisTarget: InputPropertyTarget = {
   name: 'redis (single node)',
   setup: async () => ({ config: { type: 'redis', url: MACHINE_REDIS_URL } }),
-  runs: STORE_RUNS,
-  scale: STORE_SCALE,
-  callMs: STORE_CALL_MS,
+  ...ON_A_STORE,
   leftovers: (keyPrefix) => redisLeftovers(MACHINE_REDIS_URL, keyPrefix),
 };
 
 /** A three-master Redis Cluster of its own. */
 export const redisClusterTarget: InputPropertyTarget = {
   name: 'redis cluster (3 masters)',
-  setup: async () => {
-    const cluster = await startRedisCluster(3);
-    return {
-      config: { type: 'redis', clusterNodes: cluster.seeds },
-      teardown: () => cluster.stop(),
-    };
-  },
-  runs: STORE_RUNS,
-  scale: STORE_SCALE,
-  callMs: STORE_CALL_MS,
+  setup: redisClusterSetup,
+  ...ON_A_STORE,
 };
 
 /** Redlock over three redis-server processes of its own. */
 export const redlockTarget: InputPropertyTarget = {
   name: 'redlock (3 nodes)',
-  setup: async () => {
-    const nodes = await startRedisNodes(3);
-    return {
-      config: { type: 'redlock', urls: nodes.map((n) => n.url) },
-      teardown: async () => {
-        await Promise.all(nodes.map((n) => n.stop()));
-      },
-    };
-  },
-  runs: STORE_RUNS,
-  scale: STORE_SCALE,
-  callMs: STORE_CALL_MS,
+  setup: redlockSetup,
+  ...ON_A_STORE,
 };
 
 /** A standalone ZooKeeper server of its own. */
 export const zookeeperTarget: InputPropertyTarget = {
   name: 'zookeeper (standalone)',
-  setup: async () => {
-    const zk = await startZkStandalone();
-    return {
-      config: { type: 'zookeeper', connectionString: zk.connectString, sessionTimeout: 4_000 },
-      teardown: () => zk.destroy(),
-    };
-  },
-  runs: STORE_RUNS,
-  scale: STORE_SCALE,
-  callMs: STORE_CALL_MS,
+  setup: zookeeperStandaloneSetup,
+  ...ON_A_STORE,
 };
 
-/** The typeorm backend with `strategy` on `kind`, in a table of its own dropped afterwards. */
+/**
+ * The typeorm backend with `strategy` on `kind`, in a table of its own dropped afterwards (the
+ * conformance target's setup). A session strategy holds as many locks as its pool has
+ * connections but the one kept for ordinary queries.
+ */
 export function sqlTarget(kind: DbKind, strategy: SqlStrategy): InputPropertyTarget {
-  const session = strategy !== 'table';
+  const conformance = typeormTarget(kind, strategy);
   return {
-    name: `typeorm ${strategy} on ${kind}`,
-    setup: async () => {
-      const tableName = uniqueTableName('prop');
-      const options = dataSourceOptions(kind, { poolSize: SQL_POOL_SIZE });
-      return {
-        config: {
-          type: 'typeorm',
-          dataSourceOptions: options,
-          strategy,
-          tableName,
-          createTable: true,
-        },
-        teardown: async () => {
-          await dropTable(
-            kind,
-            tableName,
-            kind === 'sqlite' ? String(options.database) : undefined,
-          );
-          options.cleanup?.();
-        },
-      };
-    },
-    runs: STORE_RUNS,
-    scale: STORE_SCALE,
-    callMs: STORE_CALL_MS,
-    capacity: session ? SQL_POOL_SIZE - 1 : undefined,
+    name: conformance.name,
+    setup: () => conformance.setup(),
+    ...ON_A_STORE,
+    capacity: conformance.capabilities.leaseBased ? undefined : (config) => poolSizeOf(config) - 1,
   };
+}
+
+/** The pool size of a typeorm configuration (TypeORM's default: 10). */
+function poolSizeOf(config: LockBackendConfig): number {
+  const options = (config as { dataSourceOptions?: { poolSize?: number } }).dataSourceOptions;
+  return options?.poolSize ?? 10;
 }
 
 /**
