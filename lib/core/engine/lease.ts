@@ -202,10 +202,12 @@ export class Lease {
    * Ends the lease for good after its last holder released it. Returns what happened so the
    * manager can report it: `released`, `kept` (lockAtLeastFor on a lease store: left to
    * expire), `deferred` (lockAtLeastFor on a session store: the manager releases it after
-   * `keepForMs`), or `lost` (found not ours).
+   * `keepForMs`), or `lost` (found not ours). `keep: false` gives it back at once whatever
+   * `lockAtLeastFor` says (an acquisition that failed: nobody ran under it).
    */
   async finish(
     reason: string,
+    keep = true,
   ): Promise<
     { outcome: 'released' | 'kept' | 'lost' } | { outcome: 'deferred'; keepForMs: number }
   > {
@@ -216,7 +218,7 @@ export class Lease {
     this.end(reason);
     this.host.leaseEnded(this);
     const { backend, fullKey, token } = this.info;
-    const keepFor = this.acquiredAt + this.info.lockAtLeastFor - monotonicNow();
+    const keepFor = keep ? this.acquiredAt + this.info.lockAtLeastFor - monotonicNow() : 0;
     if (keepFor >= 1) {
       if (!backend.capabilities.leaseBased) return { outcome: 'deferred', keepForMs: keepFor };
       // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
