@@ -1,3 +1,5 @@
+import { monotonicNow } from '../../core/shared/clock';
+import { sleep } from '../../core/shared/timers';
 import type { SqlDatabase } from './sql-database';
 import { pgHasIdleSessionTimeout } from './sql-server';
 import type { SqlRunner } from './typeorm-types';
@@ -14,6 +16,8 @@ export const DEFAULT_SESSION_TIMEOUT_MS = 30_000;
 export const MIN_SESSION_TIMEOUT_MS = 1_000;
 /** How long `pg_terminate_backend` waits for the session to be gone (PostgreSQL 14+), ms. */
 const PG_TERMINATE_WAIT_MS = 2_000;
+/** Longest wait, ms, for a killed MariaDB session to let its locks go (as PG_TERMINATE_WAIT_MS). */
+const KILL_SETTLE_MS = 2_000;
 /** MariaDB/MySQL: `KILL` of a thread that no longer exists. */
 const ER_NO_SUCH_THREAD = 1094;
 
@@ -83,10 +87,24 @@ export async function endSession(db: SqlDatabase, id: number): Promise<boolean> 
 
 /**
  * MariaDB/MySQL: ends the session holding the user-level lock `name` (`GET_LOCK`), looked up
- * and killed by the server in one statement. `false` when nobody holds it.
+ * and killed by the server in one statement, then waits (bounded) until the server has let the
+ * lock go: `KILL` returns before the killed session's locks are freed, and a caller told
+ * "freed" must find the key free. `false` when nobody holds it.
  */
-export function killHolderOf(db: SqlDatabase, name: string): Promise<boolean> {
-  return killThread(db, 'KILL CONNECTION IS_USED_LOCK(?)', [name]);
+export async function killHolderOf(db: SqlDatabase, name: string): Promise<boolean> {
+  const holder = await usedBy(db, name);
+  if (holder === null) return false;
+  if (!(await killThread(db, 'KILL CONNECTION IS_USED_LOCK(?)', [name]))) return false;
+  const deadline = monotonicNow() + KILL_SETTLE_MS;
+  while ((await usedBy(db, name)) === holder && monotonicNow() < deadline) await sleep(2);
+  return true;
+}
+
+/** The connection id holding user-level lock `name`, or `null`. */
+async function usedBy(db: SqlDatabase, name: string): Promise<number | null> {
+  const result = await db.exec('SELECT IS_USED_LOCK(?) AS holder', [name]);
+  const holder = result.records[0]?.holder;
+  return holder === null || holder === undefined ? null : Number(holder);
 }
 
 /** Runs a `KILL`; a thread that is not there (anymore) is `false`. */
