@@ -7,7 +7,10 @@ interface ManagerInternals {
   /** Its own state: 1 = CONNECTING (no session on this socket yet), 2 = CONNECTED. */
   state: number;
   connectTimeout: number;
+  sessionTimeout: number;
+  socket?: { destroy(): void };
   findNextServer(callback: (server: { host: string; port: number | string }) => void): void;
+  onSocketConnected(...args: unknown[]): void;
   onSocketError(error: Error): void;
   onSocketConnectTimeout(): void;
   onSocketClosed(hadError: boolean): void;
@@ -58,7 +61,9 @@ export class ZkConnectionState {
     let server = '';
     let socketError: SocketError | undefined;
     let timedOut = false;
-    const { findNextServer, onSocketError, onSocketConnectTimeout, onSocketClosed } = manager;
+    let handshake: NodeJS.Timeout | undefined;
+    const { findNextServer, onSocketConnected, onSocketError, onSocketConnectTimeout } = manager;
+    const { onSocketClosed } = manager;
     // Instance properties: the manager binds these per socket, so the hooks see every attempt.
     manager.findNextServer = function (this: ManagerInternals, callback) {
       findNextServer.call(this, (next) => {
@@ -67,6 +72,25 @@ export class ZkConnectionState {
         timedOut = false;
         callback(next);
       });
+    };
+    // The client clears its connect timeout once TCP connects, then waits for the session
+    // handshake for ever: a server that accepts but does not answer (frozen, or one that lost
+    // the connection while starting: seen with ZooKeeper 3.8) would hang it. Bound the handshake
+    // by the connect timeout, and by a third of the session timeout so a session can still be
+    // resumed in time after one such hang; a destroyed socket makes the client try again.
+    manager.onSocketConnected = function (this: ManagerInternals, ...args: unknown[]) {
+      const socket = this.socket;
+      clearTimeout(handshake);
+      handshake = setTimeout(
+        () => {
+          if (this.socket !== socket || this.state !== MANAGER_CONNECTING) return;
+          timedOut = true;
+          socket?.destroy();
+        },
+        Math.min(this.connectTimeout, this.sessionTimeout / 3),
+      );
+      handshake.unref();
+      onSocketConnected.apply(this, args);
     };
     manager.onSocketError = function (this: ManagerInternals, error: Error) {
       socketError = error;
@@ -77,9 +101,10 @@ export class ZkConnectionState {
       onSocketConnectTimeout.call(this);
     };
     manager.onSocketClosed = function (this: ManagerInternals, hadError: boolean) {
+      clearTimeout(handshake);
       // Recorded before the manager fails the requests in flight, so they can say why.
       if (this.state === MANAGER_CONNECTING) {
-        state.attemptFailed(server, describe(server, socketError, timedOut, this.connectTimeout));
+        state.attemptFailed(server, describe(server, socketError, timedOut));
       } else if (this.state === MANAGER_CONNECTED) {
         state.closeReason = {
           reason: socketError
@@ -175,13 +200,8 @@ export class ZkConnectionState {
 }
 
 /** One failed attempt in words: `ECONNREFUSED 127.0.0.1:2199`, or what happened instead. */
-function describe(
-  server: string,
-  error: SocketError | undefined,
-  timedOut: boolean,
-  connectTimeout: number,
-): Failure {
-  if (timedOut) return { reason: `no answer from ${server} within ${connectTimeout} ms` };
+function describe(server: string, error: SocketError | undefined, timedOut: boolean): Failure {
+  if (timedOut) return { reason: `no answer from ${server} (connect timeout)` };
   if (error) return { reason: `${error.code ?? error.message} ${server}`, error };
   return { reason: `${server} closed the connection before a session was set up (not serving?)` };
 }
