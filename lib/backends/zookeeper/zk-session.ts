@@ -3,7 +3,7 @@ import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
 import { withTimeout } from '../../core/shared/timers';
 import { ZkConnectionState } from './zk-connection-state';
-import { ZkTimeoutError, ZkUnavailableError } from './zk-errors';
+import { AUTH_FAILED, ZkTimeoutError, ZkUnavailableError } from './zk-errors';
 import {
   zkCode,
   type ZkChildren,
@@ -204,8 +204,9 @@ export class ZkSession {
     const reply = new Promise<T>((resolve, reject) => {
       send(client, (err, result) => {
         // A reply, even an error reply (NO_NODE...), proves the server heard this session at
-        // `sentAt`; connection errors are produced locally and prove nothing.
-        if (!err || !this.isConnectionError(err)) this.acked(sentAt);
+        // `sentAt`; connection errors and AUTH_FAILED are produced locally and prove nothing.
+        const local = err && (this.isConnectionError(err) || zkCode(err) === AUTH_FAILED);
+        if (!local) this.acked(sentAt);
         if (err) reject(state.explain(err));
         else resolve(result);
       });
@@ -227,7 +228,7 @@ export class ZkSession {
       const state = this.state;
       if (state.isConnected) return;
       const down = state.unavailable();
-      if (down && (failFast || down.getCode() === this.zk.Exception.AUTH_FAILED)) throw down;
+      if (down && (failFast || down.getCode() === AUTH_FAILED)) throw down;
       const left = deadline - monotonicNow();
       if (left <= 0) {
         const last = state.lastReason();
@@ -256,16 +257,18 @@ export class ZkSession {
     for (const waiter of [...this.waiters]) waiter();
   }
 
-  /** Errors the client makes up itself when it has no answer (nothing reached us). */
+  /**
+   * Errors the client makes up itself when it has no answer (nothing reached us; worth a retry
+   * once connected again). Not AUTH_FAILED: refused credentials are refused for good.
+   */
   isConnectionError(err: unknown): boolean {
     const code = zkCode(err);
-    const { CONNECTION_LOSS, SESSION_EXPIRED, OPERATION_TIMEOUT, AUTH_FAILED } = this.zk.Exception;
+    const { CONNECTION_LOSS, SESSION_EXPIRED, OPERATION_TIMEOUT } = this.zk.Exception;
     return (
       err instanceof ZkTimeoutError ||
       code === CONNECTION_LOSS ||
       code === SESSION_EXPIRED ||
-      code === OPERATION_TIMEOUT ||
-      code === AUTH_FAILED
+      code === OPERATION_TIMEOUT
     );
   }
 

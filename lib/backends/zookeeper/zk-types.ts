@@ -86,7 +86,6 @@ export interface ZkModule {
     SESSION_EXPIRED: number;
     OPERATION_TIMEOUT: number;
     NO_AUTH: number;
-    AUTH_FAILED: number;
   };
   State: {
     SYNC_CONNECTED: { code: number };
