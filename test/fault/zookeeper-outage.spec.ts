@@ -9,11 +9,11 @@
 import 'reflect-metadata';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { createServer } from 'node:net';
 import { LockBackendError, LockLostError, Locked, type Lock } from '../../lib/index';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import type { ZookeeperBackendConfig } from '../../lib/backends/backend-config';
 import { aborted, settle, sleep, within, type Settled } from '../support/async';
+import { closedPort } from '../support/closed-port';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import { startZkEnsemble, startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
@@ -26,15 +26,6 @@ afterAll(async () => {
   process.stdout.write(`ZK-OUTAGE-TIMES ${JSON.stringify(times)}\n`);
   await stopAllZk();
 });
-
-/** A port nothing listens on (taken from the kernel, then freed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A method that must never run without its lock. */
 @Injectable()

@@ -8,11 +8,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { ZkClient, ZkModule } from '../../lib/backends/zookeeper/zk-types';
 import type { ZookeeperBackendConfig } from '../../lib/backends/backend-config';
 import { startZkStandalone, stopAllZk, type ZkNode } from '../../servers/zk-servers';
+import { closedPort } from '../support/closed-port';
 import { leaks, runSecretProbe, SENTINEL } from './probe';
 
 const zk = createRequire(join(process.cwd(), 'package.json'))('node-zookeeper-client') as ZkModule;
@@ -36,14 +36,6 @@ async function createOwnedRoot(server: ZkNode, path: string, credentials: string
   } finally {
     client.close();
   }
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe('secret probe: zookeeper digest credentials', () => {
