@@ -11,6 +11,7 @@ import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, ModuleRef } from '@
 import { BACKEND_TYPES } from './backends/backend-types';
 import { LockEngine } from './core/engine/lock-engine';
 import { buildLockRuntime } from './core/settings/module-options';
+import { copyOwnOptions, readOption } from './core/shared/options';
 import { HTTP_OPTION_KEYS, LOCK_HTTP_SETTINGS, readHttpSettings } from './http/http-settings';
 import { LockErrorsInterceptor } from './http/lock-errors.interceptor';
 import { getLockBackendToken, LOCK_ENGINE } from './lock.constants';
@@ -54,7 +55,11 @@ export class LockModule
 
   /** Configures the module with static options. */
   static override forRoot(options: typeof LOCK_OPTIONS_TYPE): DynamicModule {
-    return withProviders(super.forRoot(options), Object.keys(options.backends ?? {}));
+    // Nest copies the options by assignment (a getter runs, an own __proto__ becomes the
+    // prototype): copy them first, refusing what cannot be copied, with LockConfigError.
+    const copy = copyOwnOptions(options, 'options', '') as unknown as typeof LOCK_OPTIONS_TYPE;
+    const backends = readOption('backends', () => Object.keys(copy.backends ?? {}));
+    return withProviders(super.forRoot(copy), backends);
   }
 
   /** Configures the module from a factory, class or existing provider. */

@@ -22,7 +22,8 @@ export type SqlStrategy = 'table' | 'for-update' | 'advisory';
 
 /**
  * Every (database, strategy) pair the typeorm backend supports: SQLite has neither row nor
- * advisory locks, so `table` only; MariaDB takes `for-update` (only `type: 'mysql'` refuses it).
+ * advisory locks, so `table` only; MariaDB takes `for-update` whatever its declared type (the
+ * backend asks the server), MySQL does not.
  */
 export const SQL_LOCK_PAIRS: ReadonlyArray<{
   readonly kind: DbKind;

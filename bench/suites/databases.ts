@@ -181,7 +181,8 @@ export async function databasesSuite(profile: Profile): Promise<SuiteResult> {
           'the floor does not pay (SQLite: TypeORM keeps a single QueryRunner). Servers keep their default ' +
           'durability (Postgres synchronous_commit on, InnoDB flush at each commit, SQLite rollback journal with ' +
           'fsync), so every committing statement waits for the disk and the figures move with disk load. ' +
-          'MariaDB takes for-update (only type "mysql" refuses it: no FOR UPDATE WAIT n); SQLite runs table only ' +
+          'MariaDB takes for-update, whatever its declared type (a MySQL server does not: no FOR UPDATE WAIT n); ' +
+          'SQLite runs table only ' +
           '(no row or advisory locks).',
       },
     ],

@@ -30,6 +30,13 @@ export interface RedisBackendConfig {
   redisOptions?: Record<string, unknown>;
   /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */
   clusterOptions?: Record<string, unknown>;
+  /**
+   * When Redis does not answer at bootstrap: `'degraded'` (default) boots anyway, and every call
+   * fails at once with the reason (`ECONNREFUSED 10.0.0.5:6379`, `WRONGPASS`...) until it
+   * connects; `'fail'` rejects bootstrap with a `LockBackendError` naming the reason (after at
+   * most 10 s for a store that never answers).
+   */
+  startup?: 'fail' | 'degraded';
 }
 
 /**
@@ -49,6 +56,13 @@ export interface RedlockBackendConfig {
   driftFactor?: number;
   /** Per-node bound, in ms, for connecting and for each command (default 2 000). */
   nodeTimeout?: number;
+  /**
+   * When fewer than a quorum of nodes answer at bootstrap (after waiting up to `nodeTimeout`
+   * for each): `'degraded'` (default) boots anyway, and every call fails at once naming each
+   * down node's reason until a quorum is back; `'fail'` rejects bootstrap with a
+   * `LockBackendError` naming them.
+   */
+  startup?: 'fail' | 'degraded';
 }
 
 /**
@@ -118,4 +132,21 @@ export interface TypeormBackendConfig {
   tableName?: string;
   /** Create the lock table on first use if it is missing (default `false`: run the migration). */
   createTable?: boolean;
+  /**
+   * What bootstrap does when the database cannot be reached; `dataSourceOptions` only (a
+   * DataSource you pass in is connected by your app). `'fail'` (default): the bootstrap fails
+   * with the cause. `'degraded'`: the app starts, a warning says why, `health()` reports the
+   * backend down, and each lock call fails at once with the cause until the database answers.
+   */
+  startup?: 'fail' | 'degraded';
+  /**
+   * `for-update` and `advisory` only: how long, in ms, the database keeps the lock of a holder
+   * it no longer hears from (cut-off network, frozen process) before it ends that session and
+   * frees the lock (default 30 000, at least 1 000). Set on the lock's own connection:
+   * PostgreSQL `idle_in_transaction_session_timeout` (`for-update`) or `idle_session_timeout`
+   * (`advisory`, PostgreSQL 14+); MariaDB/MySQL `wait_timeout` (whole seconds, rounded up). A
+   * live process keeps its connections busier than that, and a lease is trusted for at most
+   * 90 % of it.
+   */
+  sessionTimeout?: number;
 }

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { LockConfigError, LockNotAcquiredError } from '../errors/lock.errors';
 import { compileLockKey, type LockKeySource } from '../core/settings/key-template';
 import { checkSignal, validateLockOptions } from '../core/settings/validation';
-import { checkObject } from '../core/shared/options';
+import { copyOwnOptions, describe } from '../core/shared/options';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
 import { lockedPrototypes, lockServiceFor } from '../lock-service.holder';
 
@@ -46,7 +46,7 @@ export function Locked<A extends unknown[] = unknown[]>(
       }
       const [keys, callOptions] = named(where, () => [
         resolveKey(args),
-        signalOf ? withSignal(acquireOptions, signalOf(args)) : acquireOptions,
+        signalOf ? withSignal(acquireOptions, signalOf(...args)) : acquireOptions,
       ]);
       let entered = false;
       try {
@@ -82,9 +82,9 @@ function prepare(key: LockKeySource, options: LockedOptions) {
     onBusy = 'throw',
     signal: signalOf,
     ...lockOptions
-  } = checkObject(options, 'options') as LockedOptions;
+  } = copyOwnOptions(options, 'options') as LockedOptions;
   if (onBusy !== 'throw' && onBusy !== 'skip') {
-    throw new LockConfigError('onBusy', `must be 'throw' or 'skip', got ${JSON.stringify(onBusy)}`);
+    throw new LockConfigError('onBusy', `must be 'throw' or 'skip', got ${describe(onBusy)}`);
   }
   if (signalOf !== undefined && typeof signalOf !== 'function') {
     throw new LockConfigError(

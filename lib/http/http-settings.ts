@@ -1,5 +1,5 @@
 import { LockConfigError } from '../errors/lock.errors';
-import { checkObject, checkOptions, describe } from '../core/shared/options';
+import { checkOptions, copyOwnOptions, describe } from '../core/shared/options';
 
 /** Default status of a busy lock on an HTTP route. */
 export const DEFAULT_NOT_ACQUIRED_HTTP_STATUS = 409;
@@ -34,7 +34,8 @@ export interface LockHttpSettings {
 
 /** Reads and validates the HTTP settings from the module options (`LockConfigError` naming the field). */
 export function readHttpSettings(options: unknown): LockHttpSettings {
-  const o = checkObject(options, 'options');
+  // Own fields, each read once: a getter or proxy that throws is a LockConfigError too.
+  const o = copyOwnOptions(options, 'options', '');
   const retry =
     o.retryAfterSeconds === undefined
       ? {}

@@ -1,11 +1,12 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { LockConfigError } from '../errors/lock.errors';
-import { familyOf, IDENTIFIER, SqlDialect } from '../backends/sql/sql-dialect';
+import { familyOf, IDENTIFIER, reservedTableName, SqlDialect } from '../backends/sql/sql-dialect';
 
 /**
  * A TypeORM migration class creating the lock table (`tableName`, default `distributed_lock`)
  * with the exact DDL the backend expects on Postgres, MySQL/MariaDB or SQLite:
- * `migrations: [createDistributedLockMigration()]`.
+ * `migrations: [createDistributedLockMigration()]`. A name the database keeps for itself
+ * (SQLite's `sqlite_*`) is refused with `LockConfigError` when the migration runs.
  */
 export function createDistributedLockMigration(
   tableName = 'distributed_lock',
@@ -22,6 +23,8 @@ export function createDistributedLockMigration(
 
     async up(queryRunner: QueryRunner): Promise<void> {
       const dialect = dialectOf(queryRunner);
+      const reserved = reservedTableName(dialect.family, tableName);
+      if (reserved) throw new LockConfigError('tableName', reserved);
       await queryRunner.query(dialect.createTable(dialect.quote(tableName)));
     }
 

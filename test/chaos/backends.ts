@@ -34,6 +34,12 @@ export interface ChaosTiming {
   zkSessionTimeout: number;
   /** ZooKeeper lock ttl: longer than the session on purpose (the library's default is 30 s vs 10 s). */
   zkTtl: number;
+  /**
+   * SQL `for-update` / `advisory`: the backend's `sessionTimeout`, how long the database keeps
+   * a silent holder's session (and lock); shorter than `faultMs`, so a cell shows the key
+   * granted while the holder is still cut off.
+   */
+  sqlSessionTimeout: number;
   /** How long a pause, black hole or partition lasts: longer than every ttl and session. */
   faultMs: number;
   /** How long the victim holds the lock it is struck in: longer than `faultMs`. */
@@ -47,6 +53,13 @@ export interface ChaosBackend {
   readonly label: string;
   /** The lock lives with a session or connection (ZooKeeper, for-update, advisory), not a lease. */
   readonly sessionBound: boolean;
+  /**
+   * The lock lives with one database connection (SQL `for-update`, `advisory`): the server frees
+   * it the moment it ends that connection, before the holder can hear of it.
+   */
+  readonly connectionBound: boolean;
+  /** Only these faults (ids) run on this column in its profile; absent: every fault that applies. */
+  readonly faults?: readonly string[];
   /** Has a server to restart, black-hole or partition from (not SQLite). */
   readonly networked: boolean;
   start(): Promise<void>;
@@ -59,8 +72,8 @@ export interface ChaosBackend {
   ttl(timing: ChaosTiming): number;
   /**
    * How long after its holder died or went silent the store frees a lock by itself: the lease
-   * (ttl) or the session timeout; 0 for connection-bound SQL locks (the server frees them when
-   * the connection closes).
+   * (ttl), or the session timeout (ZooKeeper's; the SQL session strategies' `sessionTimeout`,
+   * after which the database ends a silent connection; a closed one it frees at once).
    */
   expiryMs(timing: ChaosTiming): number;
   /** Store-side fault: what it does (for the report), and it, resolving once the store serves again. */
@@ -80,6 +93,7 @@ export function redisBackend(persistent: boolean): ChaosBackend {
     id: persistent ? 'redis' : 'redis-volatile',
     label: persistent ? 'redis (AOF)' : 'redis (no persistence)',
     sessionBound: false,
+    connectionBound: false,
     networked: true,
     start: async () => {
       node = await startRedisNode({
@@ -108,6 +122,7 @@ export function redlockBackend(): ChaosBackend & { nodes(): RedisNode[] } {
     id: 'redlock',
     label: 'redlock (3)',
     sessionBound: false,
+    connectionBound: false,
     networked: true,
     nodes: () => nodes,
     start: async () => {
@@ -145,6 +160,7 @@ export function zookeeperBackend(): ChaosBackend {
     id: 'zookeeper',
     label: 'zookeeper (3)',
     sessionBound: true,
+    connectionBound: false,
     networked: true,
     start: async () => {
       ensemble = await startZkEnsemble(3);
@@ -183,10 +199,12 @@ export function zookeeperBackend(): ChaosBackend {
  * A TypeORM backend on one database with one strategy, on its own table. Its workers connect
  * under an identity of their own (a Postgres application name, a throwaway MariaDB user), so the
  * store fault kills their connections and never those of a test file running at the same time.
+ * `faults`: only these rows in the profile (see `ChaosBackend.faults`).
  */
 export function sqlBackend(
   kind: 'postgres' | 'mariadb' | 'sqlite',
   strategy: 'table' | 'for-update' | 'advisory',
+  faults?: readonly string[],
 ): ChaosBackend {
   const tableName = uniqueTableName('chaos');
   const applicationName = `ndl-${tableName}`;
@@ -210,7 +228,9 @@ export function sqlBackend(
     id: `${kind}-${strategy}`,
     label: `${sqlKinds[kind]} ${strategy}`,
     sessionBound: strategy !== 'table',
+    connectionBound: strategy !== 'table',
     networked: kind !== 'sqlite',
+    ...(faults ? { faults } : {}),
     start: async () => {
       if (kind === 'sqlite') sqlite = tempSqliteFile();
       if (kind === 'mariadb') mariadbUser = await createMariadbUser();
@@ -225,7 +245,7 @@ export function sqlBackend(
       const o = base();
       return [{ host: String(o.host), port: Number(o.port) }];
     },
-    options: (route) => {
+    options: (route, timing) => {
       const o = base();
       const at = kind === 'sqlite' ? {} : route({ host: String(o.host), port: Number(o.port) });
       return {
@@ -236,12 +256,13 @@ export function sqlBackend(
             strategy,
             tableName,
             createTable: true,
+            ...(strategy === 'table' ? {} : { sessionTimeout: timing.sqlSessionTimeout }),
           },
         },
       };
     },
     ttl: (t) => t.ttl,
-    expiryMs: (t) => (strategy === 'table' ? t.ttl : 0),
+    expiryMs: (t) => (strategy === 'table' ? t.ttl : t.sqlSessionTimeout),
     ...(kind === 'sqlite'
       ? {}
       : {

@@ -10,7 +10,7 @@ import { stopAll } from '../../servers/redis-servers';
 import { stopAllZk } from '../../servers/zk-servers';
 import type { ChaosBackend } from './backends';
 import { runCell, type CellResult } from './cell';
-import { FAULTS } from './faults';
+import { FAULTS, runsOn } from './faults';
 import { machineLine } from '../../servers/machine';
 import { PROFILES, type MatrixRun, type SkippedCell } from './matrix';
 import { markdownReport, readmeBlock, withReadmeBlock } from './report';
@@ -47,7 +47,7 @@ describe.each(profile.backends.map((make) => [make().label, make] as const))(
     afterAll(() => backend.stop(), 60_000);
 
     for (const fault of FAULTS) {
-      const applies = fault.applies(backend);
+      const applies = runsOn(fault, backend);
       if (applies !== true) {
         skipped.push({ backend: backend.id, fault: fault.id, reason: applies });
         // Not a test that passes: a printed reason (only partitions without root end up here).

@@ -78,6 +78,15 @@ async function forAWhile(ctx: FaultContext, on: () => void, off: () => void): Pr
   return start;
 }
 
+/**
+ * `true` when `fault` runs against `backend` in its profile, else why not: the fault does not
+ * apply, or the column runs only some rows (`ChaosBackend.faults`).
+ */
+export function runsOn(fault: Fault, backend: ChaosBackend): true | string {
+  if (backend.faults && !backend.faults.includes(fault.id)) return 'not in this profile';
+  return fault.applies(backend);
+}
+
 const onlyRedisVolatile = (b: ChaosBackend): true | string =>
   b.id === 'redis-volatile' ? 'same as redis (AOF) but for the restart' : true;
 
@@ -133,7 +142,7 @@ export const FAULTS: readonly Fault[] = [
     expectUnsafe: (b) => b.id === 'redis-volatile',
     // Connection-bound SQL locks (for-update, advisory): killing the connection frees the lock
     // on the server at once, and a waiter blocked in the database gets it at once.
-    lossWindowMs: (b, t) => (b.expiryMs(t) === 0 ? LOSS_WINDOW_MS : undefined),
+    lossWindowMs: (b) => (b.connectionBound ? LOSS_WINDOW_MS : undefined),
     ttl: (b, t) => (b.id === 'redis-volatile' ? 3 * t.ttl : b.ttl(t)),
     inject: async (ctx) => {
       if (ctx.backend.id === 'redis-volatile') {
@@ -189,9 +198,9 @@ export const FAULTS: readonly Fault[] = [
         () => ctx.netns!.partition(),
         () => ctx.netns!.heal(),
       ),
-    // A lock bound to a connection is freed only once the holder's packets flow again, and TCP
-    // retransmits on a doubling timer: up to ~3 s after the heal here, so 5 s of slack.
-    boundMs: (b, t) => afterSilence(b, t, t.faultMs) + (b.expiryMs(t) === 0 ? 5_000 : 0),
+    // A lock bound to a connection is freed by the server once the connection has been silent
+    // for its session timeout, whether the holder's packets flow again or not.
+    boundMs: (b, t) => afterSilence(b, t, t.faultMs),
   },
   {
     id: 'redlock-bare-quorum',

@@ -11,7 +11,7 @@ import {
   type ChaosTiming,
 } from './backends';
 import { runCell, type CellResult } from './cell';
-import { FAULTS, type Fault } from './faults';
+import { FAULTS, runsOn, type Fault } from './faults';
 import { machineLine } from '../../servers/machine';
 
 /** A named set of backends and timing. */
@@ -39,13 +39,17 @@ const everyBackend = [
 ];
 
 export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
-  /** What `npm test` runs: every fault, one database per SQL strategy, short timings, once. */
+  /**
+   * What `npm test` runs: every fault, one database per SQL strategy, short timings, once; and
+   * the black hole on the other database of each session strategy (the server-side bound).
+   */
   ci: {
     name: 'ci',
     timing: {
       ttl: 1_000,
       zkSessionTimeout: 2_000,
       zkTtl: 5_000,
+      sqlSessionTimeout: 1_000,
       faultMs: 2_200,
       strikeHoldMs: 3_500,
     },
@@ -58,6 +62,8 @@ export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
       () => sqlBackend('mariadb', 'for-update'),
       () => sqlBackend('postgres', 'advisory'),
       () => sqlBackend('sqlite', 'table'),
+      () => sqlBackend('postgres', 'for-update', ['blackhole']),
+      () => sqlBackend('mariadb', 'advisory', ['blackhole']),
     ],
     repeat: 1,
   },
@@ -68,6 +74,7 @@ export const PROFILES: Record<ChaosProfile['name'], ChaosProfile> = {
       ttl: 2_000,
       zkSessionTimeout: 3_000,
       zkTtl: 9_000,
+      sqlSessionTimeout: 2_000,
       faultMs: 4_000,
       strikeHoldMs: 6_000,
     },
@@ -114,7 +121,7 @@ export async function runMatrix(
     columns.push({ id: backend.id, label: backend.label });
     const todo: Fault[] = [];
     for (const fault of faults) {
-      const applies = fault.applies(backend);
+      const applies = runsOn(fault, backend);
       if (applies === true) todo.push(fault);
       else skipped.push({ backend: backend.id, fault: fault.id, reason: applies });
     }

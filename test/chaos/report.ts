@@ -53,8 +53,13 @@ export function summaryTable(run: MatrixRun): string {
 
 function timingLine(run: MatrixRun): string {
   const t = run.timing;
+  // Runs recorded before SQL session locks had a server-side bound have no sqlSessionTimeout.
+  const sql =
+    t.sqlSessionTimeout === undefined
+      ? ''
+      : `; SQL for-update and advisory: sessionTimeout ${t.sqlSessionTimeout} ms`;
   return (
-    `ttl ${t.ttl} ms (ZooKeeper: ttl ${t.zkTtl} ms, session ${t.zkSessionTimeout} ms); ` +
+    `ttl ${t.ttl} ms (ZooKeeper: ttl ${t.zkTtl} ms, session ${t.zkSessionTimeout} ms${sql}); ` +
     `pauses, black holes and partitions last ${t.faultMs} ms; the struck holder works ${t.strikeHoldMs} ms`
   );
 }

@@ -90,6 +90,45 @@ describe('redis wait queue', () => {
     await lock.release();
   });
 
+  it('a waiter takes a lease that runs out (holder gone) within milliseconds, even when it last read PTTL 0', async () => {
+    // Found by redis-semaphore's suite: a re-check landing in the lease's last millisecond read
+    // PTTL 0, took it for "no hint" and slept a whole refresh period (750 ms with the default
+    // ttl). The holder here never releases: its 100 ms lease runs out, as a crashed one's would.
+    const backend = apps[0].manager.getBackend('r');
+    const late: number[] = [];
+    for (let round = 0; round < 20; round++) {
+      const key = `expiry-${round}`;
+      const grantedAt = performance.now();
+      const grant = await backend.tryAcquire({
+        key: keyPrefix + key,
+        token: `crashed-${randomUUID()}`,
+        ttlMs: 100,
+      });
+      expect(grant).not.toBeNull();
+      const lock = await apps[1].locks.acquire(key, { waitTimeout: 5_000 });
+      late.push(performance.now() - grantedAt - 100);
+      await lock.release();
+    }
+    // Each one within a couple of round trips of the lease's end, none a refresh period late.
+    expect(Math.max(...late)).toBeLessThan(150);
+  });
+
+  it('a waiter aborted by its signal is out of the queue when its call rejects', async () => {
+    const held = await apps[0].locks.acquire('abort');
+    const queue = redisLockNames(keyPrefix + 'abort').queue;
+    const controller = new AbortController();
+    const waiting = apps[1].locks
+      .acquire('abort', { waitTimeout: 30_000, signal: controller.signal })
+      .catch((e: unknown) => e);
+    await sleep(100);
+    expect(await raw.zcard(queue)).toBe(1);
+    controller.abort();
+    expect(await waiting).toMatchObject({ code: 'LOCK_ABORTED' });
+    // Gone at once (not lapsing 3 s later), as seen by another client.
+    expect(await raw.zcard(queue)).toBe(0);
+    await held.release();
+  });
+
   it('a crashed waiter at the head holds up a free lock only for its hand-over lease', async () => {
     const names = redisLockNames(keyPrefix + 'crashed');
     const [seconds, micros] = await raw.time();
@@ -117,7 +156,8 @@ describe('redis wait queue', () => {
     await sleep(100);
     expect(await raw.zcard(redisLockNames(keyPrefix + 'closing').queue)).toBe(1);
     await app.close();
-    expect(await waiting).toMatchObject({ code: 'LOCK_BACKEND' });
+    // The wait is cancelled by the shutdown: not a store failure.
+    expect(await waiting).toMatchObject({ code: 'LOCK_SHUTTING_DOWN' });
     expect(await raw.zcard(redisLockNames(keyPrefix + 'closing').queue)).toBe(0);
     await held.release();
   });

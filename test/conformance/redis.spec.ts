@@ -11,4 +11,5 @@ runLockConformance({
   capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
   shortTtl: 300,
   sharedAcrossApps: true,
+  admin: true,
 });

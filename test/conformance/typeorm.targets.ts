@@ -53,5 +53,8 @@ export function typeormTarget(
     capabilities: CAPABILITIES[strategy],
     shortTtl: 600,
     sharedAcrossApps: true,
+    // inspect on every strategy; forceRelease clears the row (table) or ends the holder's
+    // session (for-update, advisory: the server says which session holds the lock)
+    admin: true,
   };
 }

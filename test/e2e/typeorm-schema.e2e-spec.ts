@@ -251,9 +251,55 @@ describe('typeorm entity and configuration', () => {
       ],
       [{ type: 'typeorm' }, 'backends.db'],
       [{ type: 'typeorm', dataSource: {} }, 'backends.db.dataSource'],
+      // SQLite keeps every sqlite_* name (any case) for its own tables.
       [
-        { type: 'typeorm', dataSourceOptions: { type: 'mysql' }, strategy: 'for-update' },
-        'backends.db.dataSourceOptions.type',
+        {
+          type: 'typeorm',
+          dataSourceOptions: { type: 'better-sqlite3', database: ':memory:' },
+          tableName: 'sqlite_master',
+        },
+        'backends.db.tableName',
+      ],
+      [
+        {
+          type: 'typeorm',
+          dataSourceOptions: { type: 'sqlite', database: ':memory:' },
+          tableName: 'SQLITE_stat1',
+        },
+        'backends.db.tableName',
+      ],
+      [
+        {
+          type: 'typeorm',
+          dataSource: new DataSource({ type: 'better-sqlite3', database: ':memory:' }),
+          tableName: 'sqlite_sequence',
+        },
+        'backends.db.tableName',
+      ],
+      [
+        { type: 'typeorm', dataSourceOptions: { type: 'postgres' }, startup: 'later' },
+        'backends.db.startup',
+      ],
+      [
+        {
+          type: 'typeorm',
+          dataSource: new DataSource({ type: 'better-sqlite3', database: ':memory:' }),
+          startup: 'degraded',
+        },
+        'backends.db.startup',
+      ],
+      [
+        {
+          type: 'typeorm',
+          dataSourceOptions: { type: 'postgres' },
+          strategy: 'advisory',
+          sessionTimeout: 500,
+        },
+        'backends.db.sessionTimeout',
+      ],
+      [
+        { type: 'typeorm', dataSourceOptions: { type: 'postgres' }, sessionTimeout: 5_000 },
+        'backends.db.sessionTimeout',
       ],
     ];
     for (const [config, field] of cases) {
@@ -262,6 +308,61 @@ describe('typeorm entity and configuration', () => {
       );
       expect(err).toBeInstanceOf(LockConfigError);
       expect((err as LockConfigError).field).toBe(field);
+    }
+  });
+
+  it('a MariaDB server reached with type "mysql" is told by the server: for-update runs, its waiters queue in the database', async () => {
+    const tableName = uniqueTableName('as_mysql');
+    const options = { ...dataSourceOptions('mariadb'), type: 'mysql' };
+    const passed = new DataSource(options as never);
+    await passed.initialize();
+    try {
+      for (const db of [
+        { type: 'typeorm', dataSourceOptions: options }, // checked at bootstrap, once connected
+        { type: 'typeorm', dataSource: passed }, // initialized already: checked at bootstrap too
+      ] as const) {
+        const t = await createLockApp({
+          backends: { db: { ...db, strategy: 'for-update', tableName, createTable: true } },
+        });
+        try {
+          expect(t.manager.getBackend('db').capabilities.waiting).toBe('queue');
+          const holder = await t.locks.acquire('as-mysql');
+          const waiter = t.locks.acquire('as-mysql', { waitTimeout: 10_000 });
+          waiter.catch(() => undefined); // awaited below
+          let waiting = 0;
+          for (const stop = Date.now() + 5_000; waiting < 1 && Date.now() < stop;) {
+            waiting = (await t.locks.inspect('as-mysql')).waiting ?? 0;
+            if (waiting < 1) await new Promise((r) => setTimeout(r, 50));
+          }
+          expect(waiting).toBe(1); // in the database's lock wait, not polling
+          await holder.release();
+          const lock = await waiter;
+          expect(lock.fence).toBeGreaterThan(holder.fence!);
+          await lock.release();
+        } finally {
+          await t.close();
+        }
+      }
+    } finally {
+      await passed.destroy();
+      await dropTable('mariadb', tableName);
+    }
+  }, 30_000);
+
+  it('the migration refuses a name SQLite keeps for itself', async () => {
+    const sqlite = tempSqliteFile();
+    const ds = new DataSource({
+      ...dataSourceOptions('sqlite', { sqliteFile: sqlite.file }),
+      migrations: [createDistributedLockMigration('sqlite_locks')],
+    } as never);
+    await ds.initialize();
+    try {
+      const err = await ds.runMigrations().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LockConfigError);
+      expect((err as LockConfigError).field).toBe('tableName');
+    } finally {
+      await ds.destroy();
+      sqlite.cleanup();
     }
   });
 });

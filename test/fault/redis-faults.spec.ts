@@ -76,34 +76,50 @@ describe('redis faults', () => {
     }
   }, 30_000);
 
-  it('a restart without persistence: the holder is told it lost the lock, the waiter recovers and acquires', async () => {
+  it('a restart without persistence: the waiter fails at once naming the closed connection, the holder is told it lost the lock, the key is free again', async () => {
     const node = await startRedisNode();
     await twoAppsOn(node, async (a, b) => {
       const held = await a.locks.acquire('k', { ttl: 1_500 });
       const lost = new Promise<unknown>((resolve) =>
         held.signal.addEventListener('abort', () => resolve(held.signal.reason)),
       );
-      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
+      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 }).catch((e: unknown) => e);
       await sleep(200); // the waiter is subscribed and waiting
-      await node.restart(); // comes back empty: the lock is gone
-      const lock = await waiter;
-      expect(lock.isHeld()).toBe(true);
-      // Known unsafe without persistence: both believe they hold until A's next renewal.
+      const restarting = node.restart(); // comes back empty: the lock is gone
+      const stoppedAt = now();
+      // The store went away under the waiter: it fails at once, saying so, instead of waiting on.
+      const error = await waiter;
+      expect(now() - stoppedAt).toBeLessThan(1_000);
+      expect(error).toBeInstanceOf(LockBackendError);
+      expect((error as Error).message).toMatch(
+        new RegExp(
+          `not connected to 127\\.0\\.0\\.1:${node.port}: (the connection closed|connect ECONNREFUSED)`,
+        ),
+      );
+      await restarting;
+      // Known unsafe without persistence: A believes it holds until its next renewal.
       expect(await lost).toBeInstanceOf(LockLostError);
       expect(held.isHeld()).toBe(false);
+      const lock = await b.locks.acquire('k', { waitTimeout: 5_000 });
+      expect(lock.isHeld()).toBe(true);
       await lock.release();
     });
   }, 30_000);
 
-  it('a restart with AOF persistence: the holder keeps the lock, the waiter resubscribes and gets it on release', async () => {
+  it('a restart with AOF persistence: the holder keeps the lock, the waiter in place fails at once, a new waiter is woken by the resubscribed channel', async () => {
     const node = await startRedisNode({
       extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'],
     });
     await twoAppsOn(node, async (a, b) => {
       const held = await a.locks.acquire('k', { ttl: 3_000 });
-      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 });
+      const waiter = b.locks.acquire('k', { waitTimeout: 15_000 }).catch((e: unknown) => e);
       await sleep(200);
       await node.restart();
+      // The waiter learnt of the restart (its connection closed) and failed with the reason.
+      expect(await waiter).toMatchObject({
+        code: 'LOCK_BACKEND',
+        message: expect.stringContaining(`not connected to 127.0.0.1:${node.port}`),
+      });
       await sleep(1_500); // both clients reconnect; A renews through the restart
       // B's subscriber connection subscribed its wake-up channel again on the restarted server
       // (A never waited, so it has none).
@@ -116,9 +132,11 @@ describe('redis faults', () => {
       expect(await subscribers()).toBe('*1');
       expect(held.isHeld()).toBe(true);
       expect(held.signal.aborted).toBe(false);
+      const again = b.locks.acquire('k', { waitTimeout: 15_000 });
+      await sleep(200);
       const releasedAt = now();
       await held.release();
-      const lock = await waiter;
+      const lock = await again;
       expect(now() - releasedAt).toBeLessThan(1_500);
       expect(lock.fence).toBeGreaterThan(held.fence!);
       await lock.release();
@@ -149,6 +167,69 @@ describe('redlock faults', () => {
       const lockKey = redisLockNames('q2').lock;
       expect(await redisCommand(nodes[2].port, 'EXISTS', lockKey)).toBe(':0\r\n');
       await expect(t.locks.isLocked('q2')).rejects.toBeInstanceOf(LockBackendError);
+    } finally {
+      await t.close();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  }, 30_000);
+});
+
+describe('redlock renewal and answers (found by redis-semaphore and node-redlock suites)', () => {
+  it('a node restarted empty under a held lock gets its copy back at the next renewal, so losing another node later keeps the lock', async () => {
+    const nodes = await startRedisNodes(3);
+    const options: LockModuleOptions = {
+      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+    };
+    const t = await createLockApp(options);
+    const other = await createLockApp(options);
+    try {
+      const lock = await t.locks.acquire('repair', { ttl: 1_500 }); // renewed every ~0.5 s
+      const lockKey = redisLockNames('repair').lock;
+      const copyOn = async (node: RedisNode) =>
+        (await redisCommand(node.port, 'GET', lockKey)).includes(lock.token);
+      expect(await copyOn(nodes[0])).toBe(true);
+      await nodes[0].restart('SIGKILL'); // back, empty: its copy is gone
+      expect(await copyOn(nodes[0])).toBe(false);
+      const until = now() + 3_000;
+      while (!(await copyOn(nodes[0])) && now() < until) await sleep(50);
+      expect(await copyOn(nodes[0])).toBe(true); // put back by a renewal
+      await nodes[1].stop('SIGKILL');
+      await sleep(2_000); // several renewals on nodes 0 and 2 alone
+      expect(lock.isHeld()).toBe(true);
+      expect(lock.signal.aborted).toBe(false);
+      expect(await other.locks.tryAcquire('repair')).toBeNull();
+      await lock.release();
+      expect(await copyOn(nodes[0])).toBe(false);
+    } finally {
+      await t.close();
+      await other.close();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  }, 30_000);
+
+  it('a key of another type on the nodes: the error says what the nodes answered (WRONGTYPE), not that they are unreachable', async () => {
+    const nodes = await startRedisNodes(3);
+    const t = await createLockApp({
+      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+    });
+    try {
+      const lockKey = redisLockNames('typed').lock;
+      for (const node of nodes) {
+        expect(await redisCommand(node.port, 'HSET', lockKey, 'field', 'value')).toBe(':1\r\n');
+      }
+      const error = await t.locks.tryAcquire('typed').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockBackendError);
+      const message = (error as Error).message;
+      for (const node of nodes) {
+        expect(message).toContain(`127.0.0.1:${node.port} answered WRONGTYPE`);
+      }
+      expect(message).not.toMatch(/reachable|down:/);
+      // A held lock whose key is overwritten with another type: renewal says the same.
+      const other = redisLockNames('typed-later').lock;
+      const lock = await t.locks.acquire('typed-later', { autoRenew: false });
+      for (const node of nodes) await redisCommand(node.port, 'DEL', other);
+      for (const node of nodes) await redisCommand(node.port, 'RPUSH', other, 'x');
+      await expect(lock.extend()).rejects.toThrow(/answered WRONGTYPE/);
     } finally {
       await t.close();
       await Promise.all(nodes.map((n) => n.stop()));

@@ -1,7 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
-import type { LockModuleOptions } from '../../lib/lock.module-options';
 import {
   createMariadbUser,
   dataSourceOptions,
@@ -12,32 +11,12 @@ import {
 } from '../../servers/databases';
 import { expectTakeoverAfterSigkill } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { typeormOptions } from '../support/typeorm-backend';
 
 type Strategy = 'table' | 'for-update' | 'advisory';
 type ServerKind = Exclude<DbKind, 'sqlite'>;
 
 const now = () => performance.now();
-
-/** Lock module options for one typeorm backend `db`. */
-function typeormOptions(
-  dataSource: Record<string, unknown>,
-  strategy: Strategy,
-  tableName: string,
-  keyPrefix: string,
-): LockModuleOptions {
-  return {
-    backends: {
-      db: {
-        type: 'typeorm',
-        dataSourceOptions: { ...dataSource },
-        strategy,
-        tableName,
-        createTable: true,
-      },
-    },
-    keyPrefix,
-  };
-}
 
 /** Resolves the holder's abort reason and when it fired, or `undefined` after `ms`. */
 function abortWithin(

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { scratchTable, SQL_LOCK_PAIRS } from '../../servers/databases';
+import { typeormOptions } from '../support/typeorm-backend';
 import { judgeLockWorkers } from '../support/worker-pool';
 
 const WORKERS = 8;
@@ -26,18 +26,7 @@ describe(`typeorm: ${WORKERS} worker processes x ${ROUNDS} critical sections thr
         kind === 'sqlite'
           ? { ...table.dataSourceOptions(), enableWAL: true, timeout: 10_000 }
           : table.dataSourceOptions({ poolSize: 4 });
-      const options: LockModuleOptions = {
-        backends: {
-          db: {
-            type: 'typeorm',
-            dataSourceOptions: dataSource,
-            strategy,
-            tableName: table.name,
-            createTable: true,
-          },
-        },
-        keyPrefix,
-      };
+      const options = typeormOptions(dataSource, strategy, table.name, keyPrefix);
       try {
         await judgeLockWorkers(
           {

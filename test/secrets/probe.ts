@@ -19,10 +19,17 @@ export interface ProbeResult {
  * Runs test/secrets/secret-probe-worker.ts in its own process with `config` as the only
  * backend, so every log line (the Nest logger, client libraries' own stderr prints) is
  * captured, and resolves what it wrote. Bounded by `timeoutMs` (the process is killed after).
+ * `setup`: a module (path from the repo root) whose default export turns the JSON `config` into
+ * the one the app gets, in the probe process: for what JSON cannot carry (a client or DataSource
+ * passed in).
  */
 export function runSecretProbe(
   config: LockBackendConfig,
-  { operationTimeout = 2_000, timeoutMs = 60_000 } = {},
+  {
+    operationTimeout = 2_000,
+    timeoutMs = 60_000,
+    setup,
+  }: { operationTimeout?: number; timeoutMs?: number; setup?: string } = {},
 ): Promise<ProbeResult> {
   const root = process.cwd();
   const child = spawn(
@@ -31,7 +38,7 @@ export function runSecretProbe(
       '-r',
       join(root, 'scripts/ts-register.cjs'),
       join(root, 'test/secrets/secret-probe-worker.ts'),
-      JSON.stringify({ config, operationTimeout }),
+      JSON.stringify({ config, operationTimeout, setup }),
     ],
     { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0' } },
   );

@@ -5,6 +5,7 @@
  * The parent greps everything this process wrote for the sentinel secret.
  */
 import 'reflect-metadata';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -16,6 +17,8 @@ interface ProbeArgs {
   config: LockBackendConfig;
   /** Bound on each call, ms (a store that hangs must not hang the probe). */
   operationTimeout: number;
+  /** Module (from the repo root) whose default export builds the app's config from `config`. */
+  setup?: string;
 }
 
 const args = JSON.parse(process.argv[2]) as ProbeArgs;
@@ -39,10 +42,18 @@ async function attempt(what: string, call: () => Promise<unknown>): Promise<void
 }
 
 async function main(): Promise<void> {
+  let config = args.config;
+  if (args.setup) {
+    const { default: build } = (await import(join(process.cwd(), args.setup))) as {
+      default: (config: LockBackendConfig) => LockBackendConfig | Promise<LockBackendConfig>;
+    };
+    config = await build(config);
+  }
+
   @Module({
     imports: [
       LockModule.forRoot({
-        backends: { probe: args.config },
+        backends: { probe: config },
         operationTimeout: args.operationTimeout,
       }),
     ],

@@ -42,7 +42,15 @@ export async function nextEvent(
   }
 }
 
-const BACKEND_METHODS = ['tryAcquire', 'acquire', 'extend', 'release', 'isLocked'] as const;
+const BACKEND_METHODS = [
+  'tryAcquire',
+  'acquire',
+  'extend',
+  'release',
+  'isLocked',
+  'inspect',
+  'forceRelease',
+] as const;
 type BackendMethod = (typeof BACKEND_METHODS)[number];
 
 /** Wraps the raw backend's methods with call counters; `restore()` puts the originals back. */

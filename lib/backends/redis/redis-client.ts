@@ -1,4 +1,3 @@
-import { Logger } from '@nestjs/common';
 import type { RedisScript } from './redis-scripts';
 
 /**
@@ -15,11 +14,26 @@ export interface RedisLikeClient {
   subscribe(...channels: string[]): Promise<unknown>;
   unsubscribe(...channels: string[]): Promise<unknown>;
   on(event: 'message', listener: (channel: string, message: string) => void): unknown;
-  on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: ConnectionEvent, listener: (err?: Error) => void): unknown;
+  removeListener(event: ConnectionEvent, listener: (err?: Error) => void): unknown;
+  /** How many listeners `event` has (ioredis's EventEmitter). */
+  listenerCount?(event: string): number;
   quit(): Promise<unknown>;
   disconnect(): void;
+  /** ioredis's connection state: `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `close`, `end`. */
   status?: string;
+  /** ioredis options of a `Redis` (`host`, `port`, `path`), read to name the endpoint. */
+  options?: { host?: string; port?: number; path?: string };
+  /** A Cluster's startup nodes, read to name the endpoint. */
+  startupNodes?: ReadonlyArray<string | { host?: string; port?: number }>;
 }
+
+/**
+ * Connection events of an ioredis `Redis` or `Cluster` that say whether it can carry a
+ * command: `error` (with the error) and `node error` (a Cluster node's, with the error) carry the
+ * reason; the others mark the state changes.
+ */
+export type ConnectionEvent = 'ready' | 'error' | 'node error' | 'close' | 'end';
 
 /** EVALSHA, loading the script with EVAL the first time a node has not seen it. */
 export async function runScript(
@@ -49,24 +63,4 @@ export async function closeClient(client: RedisLikeClient): Promise<void> {
     }
   }
   if (client.status !== 'end') client.disconnect();
-}
-
-/** Repeats of one connection error logged at most this often. */
-const ERROR_LOG_INTERVAL_MS = 30_000;
-
-/**
- * Routes a created client's connection errors to the Nest logger (warn), one line per distinct
- * message per 30 s, instead of ioredis's "Unhandled error event" on stderr for every retry.
- * Operations still fail with `LockBackendError` on their own.
- */
-export function logConnectionErrors(client: RedisLikeClient, label: string): void {
-  const logger = new Logger('LockService');
-  const lastLogged = new Map<string, number>();
-  client.on('error', (err: Error) => {
-    const now = Date.now();
-    const message = err?.message ?? String(err);
-    if (now - (lastLogged.get(message) ?? -Infinity) < ERROR_LOG_INTERVAL_MS) return;
-    lastLogged.set(message, now);
-    logger.warn(`${label}: ${message}`);
-  });
 }

@@ -6,7 +6,8 @@ export interface RedisScript {
   readonly sha: string;
 }
 
-function script(source: string): RedisScript {
+/** A script with its SHA1 (also for the Redlock backend's own scripts). */
+export function script(source: string): RedisScript {
   return { source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
@@ -118,6 +119,38 @@ if redis.call('exists', KEYS[1]) == 0 then
   local head = firstInLine()
   if head then handOver(head) end
 end
+return 1
+`);
+
+/**
+ * KEYS: lock, fence, queue, waiter expiries · ARGV: none. What `LockService.inspect` reports:
+ * `{held (0|1), fence, lease left ms (PTTL), live waiters}`. The fence counter is bumped by every
+ * grant and by nothing else, so it is the holder's fence while the key is held, else the last
+ * one handed out (0: never granted). Waiters are counted by their places that have not lapsed.
+ * Reads only.
+ */
+export const INSPECT = script(`
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {
+  redis.call('exists', KEYS[1]),
+  tonumber(redis.call('get', KEYS[2]) or '0'),
+  redis.call('pttl', KEYS[1]),
+  redis.call('zcount', KEYS[4], '(' .. now, '+inf')
+}
+`);
+
+/**
+ * KEYS: lock, fence, queue, waiter expiries · ARGV: none. Frees the lock whoever holds it and
+ * hands it to the first in line, as a release would: 1, else 0 (it was free). The fence counter
+ * is untouched, so the next grant's fence is higher than the removed holder's, and that holder's
+ * next EXTEND finds the lock gone (or someone else's) and fails.
+ */
+export const FORCE_RELEASE = script(`${QUEUE_PRELUDE}
+if redis.call('exists', KEYS[1]) == 0 then return 0 end
+redis.call('del', KEYS[1])
+local head = firstInLine()
+if head then handOver(head) end
 return 1
 `);
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
+import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
-import { messageOf } from '../../core/shared/error-message';
 import { backoffDelay, withTimeout } from '../../core/shared/timers';
 import type {
   GrantRequest,
@@ -9,10 +9,20 @@ import type {
   LockBackendCapabilities,
   LockGrant,
   QueuedRequest,
+  StoreLockInfo,
 } from '../../core/contract/lock-backend';
-import { closeClient, logConnectionErrors, runScript, type RedisLikeClient } from './redis-client';
+import { closeClient, runScript, type RedisLikeClient } from './redis-client';
+import { endpointOf, RedisConnection } from './redis-connection';
 import { redisLockNames, type RedisLockNames } from './redis-keys';
-import { ACQUIRE, EXTEND, LEAVE_QUEUE, RELEASE } from './redis-scripts';
+import {
+  ACQUIRE,
+  EXTEND,
+  FORCE_RELEASE,
+  INSPECT,
+  LEAVE_QUEUE,
+  RELEASE,
+  type RedisScript,
+} from './redis-scripts';
 
 /** A queued waiter asks again at least this often (a quarter of a shorter ttl), which also keeps its place. */
 const WAITER_REFRESH_MS = 1_000;
@@ -22,6 +32,8 @@ const WAITER_REFRESH_MS = 1_000;
  * that crashed while queued delays the others by at most about this much.
  */
 const WAITER_TTL_MS = 3 * WAITER_REFRESH_MS;
+/** Longest a waiter that gives up waits for its leave from the queue to be answered. */
+const LEAVE_BOUND_MS = 250;
 /** Longest a close() spends taking its waiters out of their queues. */
 const LEAVE_AT_CLOSE_MS = 1_000;
 
@@ -65,7 +77,9 @@ class Waiter {
  * FIFO in a sorted set and do not poll: a release hands the lock straight to the first in line
  * and tells it on its process's channel, so exactly one process wakes and it already holds the
  * lock (no herd, no extra round trip). A lease that runs out instead (holder crashed) is
- * retried when the holder's remaining PTTL says so.
+ * retried when the holder's remaining PTTL says so. Every call goes through a
+ * {@link RedisConnection}: while the client is known to be disconnected it fails at once with the
+ * reason, and waiters are woken to fail with it.
  */
 export class RedisLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
@@ -80,21 +94,53 @@ export class RedisLockBackend implements LockBackend {
    * spares every other process the wake-up.
    */
   private readonly channel = `distributed-lock:waiters:${randomBytes(12).toString('hex')}`;
-  private subscriber?: RedisLikeClient;
+  // The clients, their connection state and the redactor are ES-private: util.inspect of a lock
+  // handle reaches this backend, and must not print a client's options (its password).
+  #subscriber?: { client: RedisLikeClient; connection: RedisConnection };
   /** Pending or done SUBSCRIBE of `channel` (dropped on failure, so the next waiter retries). */
   private subscribed?: Promise<unknown>;
   /** This backend's queued waiters, by token. */
   private readonly waiters = new Map<string, Waiter>();
+  /**
+   * Waiters that gave up while the store was down, so their leave could not be sent: sent once
+   * the client is ready again (with persistence, their places would otherwise hold up the next
+   * hand-over for a hand-over lease).
+   */
+  private readonly unsentLeaves = new Map<string, Waiter>();
   private closed = false;
   private warnedNoSubscribe = false;
 
+  readonly #client: RedisLikeClient;
+  /** The client's connection state: every call goes through it. */
+  readonly #connection: RedisConnection;
+  /** Scrubs the configuration's secrets from what this backend logs and raises. */
+  readonly #redactor: SecretRedactor;
+
   constructor(
-    private readonly client: RedisLikeClient,
+    client: RedisLikeClient,
     /** Whether the module created `client` (and so closes it). */
     private readonly ownsClient: boolean,
     private readonly backendName: string,
+    redactor: SecretRedactor,
   ) {
-    if (ownsClient) logConnectionErrors(client, `redis backend "${backendName}"`);
+    this.#client = client;
+    this.#redactor = redactor;
+    this.#connection = new RedisConnection(
+      client,
+      endpointOf(client, redactor),
+      redactor,
+      `redis backend "${backendName}"`,
+      ownsClient ? 'always' : 'unhandled',
+    );
+    this.#connection.onReady(() => this.sendUnsentLeaves());
+  }
+
+  /**
+   * Bootstrap with `startup: 'fail'`: resolves once the store answers a PING within
+   * `timeoutMs`, rejects at once with the reason when the client cannot connect.
+   */
+  ready(timeoutMs: number): Promise<void> {
+    return this.#connection.ready(() => this.#client.ping(), timeoutMs);
   }
 
   async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
@@ -126,6 +172,8 @@ export class RedisLockBackend implements LockBackend {
     };
     const onAbort = (): void => waiter.notify();
     signal.addEventListener('abort', onAbort, { once: true });
+    // The store went away: wake up and fail with the reason now, not at the next refresh.
+    const offDown = this.#connection.onDown(() => waiter.notify());
     this.waiters.set(token, waiter);
     try {
       // Subscribed before queueing: a hand-over message in between must not be missed.
@@ -143,39 +191,60 @@ export class RedisLockBackend implements LockBackend {
         if (waiter.handedOver !== undefined) return handedOver(waiter.handedOver);
         const remaining = deadline - monotonicNow();
         if (remaining <= 0 || signal.aborted || this.closed) return null;
-        const retryIn = Number(reply[1]);
         // Without the channel (SUBSCRIBE refused), nobody tells us of a hand-over: ask often.
         const nextAsk = listening ? refreshMs : Math.min(refreshMs, backoffDelay(attempt));
-        await waiter.wait(Math.min(remaining, nextAsk, retryIn > 0 ? retryIn : nextAsk));
+        await waiter.wait(Math.min(remaining, nextAsk, untilLeaseEnds(Number(reply[1]), nextAsk)));
         if (waiter.handedOver !== undefined) return handedOver(waiter.handedOver);
+        // Aborted or closing: stop here, without one more attempt that could still take the lock.
+        if (signal.aborted || this.closed) return null;
       }
     } finally {
       signal.removeEventListener('abort', onAbort);
+      offDown();
       this.waiters.delete(token);
-      // Leave the queue now rather than hold up a free lock for WAITER_TTL_MS (at close, the
-      // close does it before the client goes).
-      if (!this.closed) this.leaveQueue(token, waiter).catch(() => undefined);
+      // Leave the queue before returning rather than hold up a free lock for WAITER_TTL_MS:
+      // once the call settles its place is gone (a store that does not answer gets a short
+      // bound; the leave then lands when it does). At close, the close does it.
+      if (!this.closed) {
+        await withTimeout(this.leaveQueue(token, waiter), LEAVE_BOUND_MS).catch(() => undefined);
+      }
     }
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
-    return (
-      Number(await runScript(this.client, EXTEND, [redisLockNames(key).lock], [token, ttlMs])) === 1
-    );
+    return Number(await this.script(EXTEND, [redisLockNames(key).lock], [token, ttlMs])) === 1;
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    return (
-      Number(await runScript(this.client, RELEASE, queueKeys(redisLockNames(key)), [token])) === 1
-    );
+    return Number(await this.script(RELEASE, queueKeys(redisLockNames(key)), [token])) === 1;
   }
 
   async isLocked(key: string): Promise<boolean> {
-    return (await this.client.exists(redisLockNames(key).lock)) === 1;
+    return (await this.#connection.run(() => this.#client.exists(redisLockNames(key).lock))) === 1;
+  }
+
+  /** Held or not, the holder's fence (else the last one handed out), PTTL, live waiters. */
+  async inspect(key: string): Promise<StoreLockInfo> {
+    const [held, fence, pttl, waiting] = (
+      (await this.script(INSPECT, queueKeys(redisLockNames(key)), [])) as unknown[]
+    ).map(Number);
+    return {
+      held: held === 1,
+      fence,
+      // PTTL -1: a key without expiry (not one of ours); report no expiry rather than -1.
+      remainingMs: held === 1 && pttl >= 0 ? pttl : undefined,
+      waiting,
+      holders: held === 1 ? 1 : 0,
+    };
+  }
+
+  /** Frees the key whoever holds it and hands it to the first in line, as a release would. */
+  async forceRelease(key: string): Promise<boolean> {
+    return Number(await this.script(FORCE_RELEASE, queueKeys(redisLockNames(key)), [])) === 1;
   }
 
   async ping(): Promise<void> {
-    await this.client.ping();
+    await this.#connection.run(() => this.#client.ping());
   }
 
   async close(): Promise<void> {
@@ -188,20 +257,51 @@ export class RedisLockBackend implements LockBackend {
       Promise.allSettled(waiters.map(([token, waiter]) => this.leaveQueue(token, waiter))),
       LEAVE_AT_CLOSE_MS,
     ).catch(() => undefined);
+    this.unsentLeaves.clear();
     const closing: Promise<void>[] = [];
-    if (this.subscriber) closing.push(closeClient(this.subscriber));
-    if (this.ownsClient) closing.push(closeClient(this.client));
+    if (this.#subscriber) closing.push(closeClient(this.#subscriber.client));
+    if (this.ownsClient) closing.push(closeClient(this.#client));
     await Promise.all(closing);
+    this.#subscriber?.connection.detach();
+    this.#connection.detach();
   }
 
-  /** Takes a waiter out of its key's queue (once). */
+  /** Takes a waiter out of its key's queue (once; again after an outage, if it failed then). */
   private async leaveQueue(token: string, waiter: Waiter): Promise<void> {
     if (!waiter.queued) return;
     waiter.queued = false;
-    await runScript(this.client, LEAVE_QUEUE, queueKeys(waiter.names), [waiter.member, token]);
+    try {
+      await this.script(LEAVE_QUEUE, queueKeys(waiter.names), [waiter.member, token]);
+    } catch (err) {
+      if (this.#connection.isDown() && !this.closed) this.unsentLeaves.set(token, waiter);
+      throw err;
+    }
   }
 
-  /** One acquisition attempt; a positive waiter ttl queues (or keeps queued) the caller. */
+  private sendUnsentLeaves(): void {
+    const leaves = [...this.unsentLeaves];
+    this.unsentLeaves.clear();
+    for (const [token, waiter] of leaves) {
+      waiter.queued = true;
+      this.leaveQueue(token, waiter).catch(() => undefined);
+    }
+  }
+
+  /** Runs a script through the connection (at once failing while the client is down). */
+  private script(
+    script: RedisScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    onAbandoned?: (late: Promise<unknown>) => void,
+  ): Promise<unknown> {
+    return this.#connection.run(() => runScript(this.#client, script, keys, args), onAbandoned);
+  }
+
+  /**
+   * One acquisition attempt; a positive waiter ttl queues (or keeps queued) the caller. An
+   * attempt failed because the connection dropped may still run when ioredis resends it after
+   * reconnecting: whatever it then took (the lock, a place in the queue) is given back.
+   */
   private async attempt(
     names: RedisLockNames,
     token: string,
@@ -209,11 +309,16 @@ export class RedisLockBackend implements LockBackend {
     waiterTtlMs: number,
     member = '',
   ): Promise<[number, number]> {
-    return (await runScript(
-      this.client,
+    const undo = (late: Promise<unknown>): void => {
+      late
+        .then(() => runScript(this.#client, LEAVE_QUEUE, queueKeys(names), [member, token]))
+        .catch(() => undefined);
+    };
+    return (await this.script(
       ACQUIRE,
       [...queueKeys(names), names.arrivals],
       [token, ttlMs, waiterTtlMs, member],
+      undo,
     )) as [number, number];
   }
 
@@ -223,8 +328,11 @@ export class RedisLockBackend implements LockBackend {
    * at all fails the wait.
    */
   private async subscribe(maxMs: number): Promise<boolean> {
+    // The store is known to be down: the subscriber's first connection would only find out later.
+    if (this.#connection.isDown()) throw this.#connection.error();
     if (!this.subscribed) {
-      const subscribed = this.subscriberClient().subscribe(this.channel);
+      const { client, connection } = this.subscriberClient();
+      const subscribed = connection.run(() => client.subscribe(this.channel));
       subscribed.catch(() => {
         if (this.subscribed === subscribed) this.subscribed = undefined;
       });
@@ -237,11 +345,11 @@ export class RedisLockBackend implements LockBackend {
       });
       return true;
     } catch (err) {
-      if (!/NOPERM|permission/i.test(messageOf(err))) throw err;
+      if (!/NOPERM|permission/i.test(this.#redactor.message(err))) throw err;
       if (!this.warnedNoSubscribe) {
         this.warnedNoSubscribe = true;
         new Logger('LockService').warn(
-          `redis backend "${this.backendName}": SUBSCRIBE refused (${messageOf(err)}); ` +
+          `redis backend "${this.backendName}": SUBSCRIBE refused (${this.#redactor.message(err)}); ` +
             'waiters poll instead of being told of a hand-over. Allow the user the channel ' +
             `pattern "distributed-lock:waiters:*" (ACL "&distributed-lock:waiters:*").`,
         );
@@ -251,12 +359,19 @@ export class RedisLockBackend implements LockBackend {
   }
 
   /** One shared subscriber connection per backend, made on first wait (never before). */
-  private subscriberClient(): RedisLikeClient {
-    if (!this.subscriber) {
-      this.subscriber = this.client.duplicate();
-      logConnectionErrors(this.subscriber, `redis backend "${this.backendName}" subscriber`);
+  private subscriberClient(): { client: RedisLikeClient; connection: RedisConnection } {
+    if (!this.#subscriber) {
+      const client = this.#client.duplicate();
+      const connection = new RedisConnection(
+        client,
+        this.#connection.endpoint,
+        this.#redactor,
+        `redis backend "${this.backendName}" subscriber`,
+        'always', // created here, whoever made the main client
+      );
+      this.#subscriber = { client, connection };
       // ioredis subscribes again by itself after a reconnect.
-      this.subscriber.on('message', (_channel, message) => {
+      client.on('message', (_channel, message) => {
         // "<token> <fence>": a release handed the lock to that waiter.
         const [token, fence] = message.split(' ');
         const waiter = this.waiters.get(token);
@@ -265,8 +380,19 @@ export class RedisLockBackend implements LockBackend {
         waiter.notify();
       });
     }
-    return this.subscriber;
+    return this.#subscriber;
   }
+}
+
+/**
+ * How long a waiter sleeps before asking again when the lock is held for `leaseLeftMs` more
+ * (the PTTL the attempt read): until just after that lease ends, since the first in line takes
+ * it at once then. A lease in its last millisecond reads PTTL 0: look again at once, not after
+ * `fallbackMs`. A PTTL below 0 (a key without expiry) gives no hint: `fallbackMs`.
+ */
+export function untilLeaseEnds(leaseLeftMs: number, fallbackMs: number): number {
+  // PTTL rounds down and the key lives through its last millisecond: one more ms and it is gone.
+  return leaseLeftMs >= 0 ? leaseLeftMs + 1 : fallbackMs;
 }
 
 /** The keys the queue scripts take, in their KEYS order. */

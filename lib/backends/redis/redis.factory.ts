@@ -1,9 +1,10 @@
 import { LockConfigError } from '../../errors/lock.errors';
 import { loadOptionalPackage } from '../../core/shared/optional-package';
-import type { BackendFactory } from '../../core/contract/backend-factory';
+import type { BackendFactory, SecretRedactor } from '../../core/contract/backend-factory';
 import { checkExactlyOne, checkOptions } from '../../core/shared/options';
 import type { RedisBackendConfig } from '../backend-config';
 import type { RedisLikeClient } from './redis-client';
+import { checkStartup, startOrClose } from './redis-startup';
 import { checkRedisUrl } from './redis-url';
 import { RedisLockBackend } from './redis.backend';
 
@@ -14,7 +15,13 @@ const KEYS: ReadonlySet<string> = new Set([
   'client',
   'redisOptions',
   'clusterOptions',
+  'startup',
 ]);
+/**
+ * How long `startup: 'fail'` waits for the first answer: ioredis's own default connect timeout,
+ * so a store that refuses fails at once and one that never answers fails after that.
+ */
+const STARTUP_TIMEOUT_MS = 10_000;
 
 /** Shape of the ioredis module we need (it is an optional peer, loaded on first use). */
 interface IoRedisModule {
@@ -27,6 +34,7 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
   validate(config, field) {
     checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a redis backend');
     checkExactlyOne(config, ['url', 'clusterNodes', 'client'], field);
+    checkStartup(config.startup, `${field}.startup`);
     if (config.url !== undefined) checkRedisUrl(config.url, `${field}.url`);
     if (config.clusterNodes !== undefined) {
       if (!Array.isArray(config.clusterNodes) || config.clusterNodes.length === 0) {
@@ -54,34 +62,51 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     }
   },
 
-  async create(config, name) {
-    if (config.client)
-      return new RedisLockBackend(config.client as unknown as RedisLikeClient, false, name);
-    const field = `backends.${name}`;
-    const { Redis, Cluster } = await loadOptionalPackage<IoRedisModule>(
-      'ioredis',
-      field,
-      'the redis backend',
-      'Redis',
-    );
-    if (config.clusterNodes) {
-      return new RedisLockBackend(
-        new Cluster(config.clusterNodes, {
-          redisOptions: { disconnectTimeout: 200 },
-          ...config.clusterOptions,
-        }),
-        true,
-        name,
-      );
+  async create(config, name, { redactor }) {
+    const backend = await createBackend(config, name, redactor);
+    if (config.startup === 'fail') {
+      await startOrClose(backend, name, redactor, () => backend.ready(STARTUP_TIMEOUT_MS));
     }
-    // disconnectTimeout: a dead server's socket never closes; do not hold the exit 2 s for it.
-    return new RedisLockBackend(
-      new Redis(config.url!, { disconnectTimeout: 200, ...config.redisOptions }),
-      true,
-      name,
-    );
+    return backend;
   },
 };
+
+/** The backend over the client the configuration names (created here unless passed in). */
+async function createBackend(
+  config: RedisBackendConfig,
+  name: string,
+  redactor: SecretRedactor,
+): Promise<RedisLockBackend> {
+  if (config.client) {
+    return new RedisLockBackend(config.client as unknown as RedisLikeClient, false, name, redactor);
+  }
+  const field = `backends.${name}`;
+  const { Redis, Cluster } = await loadOptionalPackage<IoRedisModule>(
+    'ioredis',
+    field,
+    'the redis backend',
+    'Redis',
+  );
+  if (config.clusterNodes) {
+    const { redisOptions, ...clusterOptions } = config.clusterOptions ?? {};
+    return new RedisLockBackend(
+      new Cluster(config.clusterNodes, {
+        ...clusterOptions,
+        redisOptions: { disconnectTimeout: 200, ...(redisOptions as object | undefined) },
+      }),
+      true,
+      name,
+      redactor,
+    );
+  }
+  // disconnectTimeout: a dead server's socket never closes; do not hold the exit 2 s for it.
+  return new RedisLockBackend(
+    new Redis(config.url!, { disconnectTimeout: 200, ...config.redisOptions }),
+    true,
+    name,
+    redactor,
+  );
+}
 
 function isRedisClient(value: unknown): boolean {
   const c = value as Partial<RedisLikeClient> | null;

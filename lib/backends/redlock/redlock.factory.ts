@@ -8,9 +8,15 @@ import {
   checkOptions,
 } from '../../core/shared/options';
 import type { RedlockBackendConfig } from '../backend-config';
-import { logConnectionErrors } from '../redis/redis-client';
+import { endpointOf, RedisConnection } from '../redis/redis-connection';
+import { checkStartup, startOrClose } from '../redis/redis-startup';
 import { checkRedisUrl } from '../redis/redis-url';
-import { RedlockLockBackend, type Redlock4, type RedlockNode } from './redlock.backend';
+import {
+  RedlockLockBackend,
+  type QuorumNode,
+  type Redlock4,
+  type RedlockNode,
+} from './redlock.backend';
 
 const KEYS: ReadonlySet<string> = new Set([
   'type',
@@ -19,15 +25,13 @@ const KEYS: ReadonlySet<string> = new Set([
   'redisOptions',
   'driftFactor',
   'nodeTimeout',
+  'startup',
 ]);
 const DEFAULT_DRIFT_FACTOR = 0.01;
 const DEFAULT_NODE_TIMEOUT_MS = 2_000;
 
 interface IoRedisModule {
-  Redis: new (
-    url: string,
-    options?: object,
-  ) => RedlockNode & { once(event: string, cb: () => void): unknown };
+  Redis: new (url: string, options?: object) => RedlockNode;
 }
 type RedlockCtor = (new (clients: readonly RedlockNode[], options: object) => Redlock4) & {
   LockError: unknown;
@@ -74,11 +78,12 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       throw new LockConfigError(`${field}.driftFactor`, 'must be a number in [0, 0.5)');
     }
     if (config.nodeTimeout !== undefined) checkDuration(config.nodeTimeout, `${field}.nodeTimeout`);
+    checkStartup(config.startup, `${field}.startup`);
     if (config.redisOptions !== undefined)
       checkObject(config.redisOptions, `${field}.redisOptions`);
   },
 
-  async create(config, name) {
+  async create(config, name, { redactor }) {
     const field = `backends.${name}`;
     // redlock 4 is a CommonJS module whose export is the class itself.
     const Redlock = await loadOptionalPackage<RedlockCtor>(
@@ -88,11 +93,9 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       'LockError',
     );
     const nodeTimeout = config.nodeTimeout ?? DEFAULT_NODE_TIMEOUT_MS;
-    let nodes: RedlockNode[];
-    let labels: string[];
+    let clients: RedlockNode[];
     if (config.clients) {
-      nodes = config.clients as unknown as RedlockNode[];
-      labels = nodes.map((_, i) => `node ${i}`);
+      clients = config.clients as unknown as RedlockNode[];
     } else {
       const { Redis } = await loadOptionalPackage<IoRedisModule>(
         'ioredis',
@@ -100,10 +103,9 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
         'the redlock backend',
         'Redis',
       );
-      labels = config.urls!.map((u) => new URL(u).host);
       // Fail fast on a down node instead of queueing: a quorum algorithm must hear "no" at once
       // from a dead node, not wait for it to come back.
-      const created = config.urls!.map(
+      clients = config.urls!.map(
         (url) =>
           new Redis(url, {
             enableOfflineQueue: false,
@@ -116,26 +118,25 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
             ...config.redisOptions,
           }),
       );
-      // Give each node a moment to connect (commands are not queued); a down node is fine.
-      await Promise.all(
-        created.map(
-          (client) =>
-            new Promise<void>((resolve) => {
-              const timer = setTimeout(resolve, nodeTimeout);
-              client.once('ready', () => {
-                clearTimeout(timer);
-                resolve();
-              });
-            }),
-        ),
-      );
-      created.forEach((c, i) =>
-        logConnectionErrors(c, `redlock backend "${name}" node ${labels[i]}`),
-      );
-      nodes = created;
     }
+    // Listening before anything else: a node already down would otherwise print raw
+    // "[ioredis] Unhandled error event" stacks on stderr while the others connect.
+    const nodes: QuorumNode[] = clients.map((client) => {
+      const label = endpointOf(client, redactor);
+      const connection = new RedisConnection(
+        client,
+        label,
+        redactor,
+        `redlock backend "${name}" node ${label}`,
+        config.clients ? 'unhandled' : 'always',
+      );
+      return { client, connection, label };
+    });
+    // Give each node a moment to connect (commands are not queued): until it is ready or known
+    // to be down, at most nodeTimeout. A down node is fine with 'degraded'.
+    if (!config.clients) await Promise.all(nodes.map((n) => n.connection.settled(nodeTimeout)));
     // retryCount 0: the core owns waiting (v4 also ignores a per-call retryCount of 0).
-    const redlock = new Redlock(nodes, {
+    const redlock = new Redlock(clients, {
       driftFactor: config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
       retryCount: 0,
       retryDelay: 0,
@@ -145,14 +146,17 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       'clientError',
       () => undefined,
     );
-    return new RedlockLockBackend(
+    const backend = new RedlockLockBackend(
       redlock,
       nodes,
-      labels,
       !config.clients,
       name,
       config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
       nodeTimeout,
+      redactor,
     );
+    if (config.startup === 'fail')
+      await startOrClose(backend, name, redactor, () => backend.ready());
+    return backend;
   },
 };

@@ -1,53 +1,60 @@
+import { createHash } from 'node:crypto';
 import type { SessionStrategy } from './sql-lock-strategy';
+import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
-import type { SqlDatabase } from './sql-source';
+import {
+  boundMysqlSession,
+  killHolderOf,
+  MYSQL_RESTORE_WAIT_TIMEOUT,
+  pgMilliseconds,
+  pgTerminate,
+} from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
+
+/** Longest single MariaDB `WAIT n`, s (a year: "until granted or ended" in practice). */
+const MAX_MYSQL_WAIT_S = 31_536_000;
+/** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
+const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
 
 /**
  * `strategy: 'for-update'` (Postgres, MariaDB): the pinned connection holds an open transaction
  * with `SELECT ... FOR UPDATE` on the key's row. Take without waiting = `NOWAIT`; with a wait,
  * the database's own lock wait (Postgres `lock_timeout`, MariaDB `WAIT n`), so waiters queue in
  * the database. Release = commit. If the connection dies, the database releases the lock.
+ *
+ * The server ends a holder it stops hearing from after `sessionTimeoutMs`: Postgres
+ * `idle_in_transaction_session_timeout` (transaction-local, so the pooled connection gets its
+ * default back at commit), MariaDB `wait_timeout` (restored at release). On MariaDB the holder
+ * also takes a user-level lock named after the row (a marker): the server can then say which
+ * session holds the row, which InnoDB itself only tells for rows someone waits on.
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
   readonly locksKeyRow = true;
   readonly waitsInDatabase = true;
 
+  constructor(private readonly sessionTimeoutMs: number) {}
+
   async take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean> {
+    const postgres = db.dialect.family === 'postgres';
     let held = false;
+    if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs);
     try {
       await runner.startTransaction();
-      const postgres = db.dialect.family === 'postgres';
-      if (postgres) {
-        // The lock lives in this transaction: a server-side idle-in-transaction timeout below
-        // our lease would end it (and free the row) while we still believe we hold it.
-        await runner.query(
-          `SELECT set_config('idle_in_transaction_session_timeout', '0', true)`,
-          [],
-          true,
-        );
-      }
-      let mode = 'NOWAIT';
-      if (waitMs > 0 && postgres) {
-        // Transaction-local: the pooled connection goes back with its default lock_timeout.
-        await runner.query(
-          `SELECT set_config('lock_timeout', $1, true)`,
-          [`${Math.ceil(waitMs)}ms`],
-          true,
-        );
-        mode = '';
-      } else if (waitMs > 0) {
-        mode = `WAIT ${Math.max(1, Math.floor(waitMs / 1_000))}`; // a computed integer, not input
-      }
-      held = await lockRow(db, runner, key, mode);
+      if (postgres) await this.boundPgTransaction(runner, waitMs);
+      held = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
       return held;
     } finally {
-      if (!held) await runner.rollbackTransaction().catch(() => undefined);
+      if (!held) {
+        await runner.rollbackTransaction().catch(() => undefined);
+        if (!postgres) await restoreMysql(db, runner, key).catch(() => undefined);
+      }
     }
   }
 
-  async release(_db: SqlDatabase, runner: SqlRunner): Promise<boolean> {
+  async release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+    // The marker goes first: it never outlives the row lock it names.
+    if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key);
     await runner.commitTransaction();
     return true;
   }
@@ -66,23 +73,123 @@ export class ForUpdateStrategy implements SessionStrategy {
     if (free.records.length > 0) return false;
     return db.rowExists(key);
   }
+
+  /**
+   * Postgres: waiters on the holder's transaction plus waiters queued on the row's tuple lock
+   * (the first waiter holds that one while it waits for the holder). MariaDB: sessions running
+   * this key's locking statement (visible to the same database user, or all with PROCESS).
+   */
+  async waiting(db: SqlDatabase, key: string): Promise<number> {
+    if (db.dialect.family === 'postgres') {
+      const result = await db.exec(
+        `SELECT (SELECT count(*) FROM pg_locks l WHERE l.locktype = 'transactionid' AND NOT l.granted AND l.transactionid = t.xmax)
+              + (SELECT count(*) FROM pg_locks l WHERE l.locktype = 'tuple' AND NOT l.granted
+                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND l.relation = ?::regclass
+                   AND l.page = (t.ctid::text::point)[0]::int AND l.tuple = (t.ctid::text::point)[1]::int) AS waiting
+           FROM ${db.table} t WHERE t.lock_key = ?`,
+        [db.table, storedKey(key)],
+      );
+      return Number(result.records[0]?.waiting ?? 0);
+    }
+    const result = await db.exec(
+      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND INFO LIKE ?`,
+      [`%FROM ${db.table} WHERE lock_key = '${storedKey(key)}' FOR UPDATE%`],
+    );
+    return Number(result.records[0]?.waiting ?? 0);
+  }
+
+  /**
+   * Ends the session holding the row, and only that one. Postgres: the transaction whose id is
+   * the row's locker (`xmax`), looked up and ended in one statement that also proves, by a
+   * shared lock that skips locked rows, that the row is locked right now. MariaDB: the session
+   * holding the row's marker.
+   */
+  async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
+    if (db.dialect.family !== 'postgres') return killHolderOf(db, rowMarker(db, key));
+    const result = await db.exec(
+      `WITH free AS (SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR KEY SHARE SKIP LOCKED)
+       SELECT ${pgTerminate(db, 'l.pid')} AS ended
+         FROM ${db.table} t
+         JOIN pg_locks l ON l.locktype = 'transactionid' AND l.granted AND l.mode = 'ExclusiveLock' AND l.transactionid = t.xmax
+        WHERE t.lock_key = ? AND NOT EXISTS (SELECT 1 FROM free)`,
+      [storedKey(key), storedKey(key)],
+    );
+    return result.records.length > 0;
+  }
+
+  /**
+   * Postgres, in the lock's transaction (both settings transaction-local): the server ends the
+   * session once it idles in it for `sessionTimeoutMs`, and waits for the row at most `waitMs`.
+   */
+  private async boundPgTransaction(runner: SqlRunner, waitMs: number): Promise<void> {
+    const idle = `set_config('idle_in_transaction_session_timeout', $1, true)`;
+    if (waitMs <= 0) {
+      await runner.query(`SELECT ${idle}`, [pgMilliseconds(this.sessionTimeoutMs)], true);
+      return;
+    }
+    const lockTimeout = waitMs > MAX_PG_LOCK_TIMEOUT_MS ? '0' : pgMilliseconds(waitMs);
+    await runner.query(
+      `SELECT ${idle}, set_config('lock_timeout', $2, true)`,
+      [pgMilliseconds(this.sessionTimeoutMs), lockTimeout],
+      true,
+    );
+  }
+
+  /** The clause after `FOR UPDATE`: `NOWAIT`, Postgres' own wait, or MariaDB `WAIT n`. */
+  private lockMode(postgres: boolean, waitMs: number): string {
+    if (waitMs <= 0) return 'NOWAIT';
+    if (postgres) return ''; // lock_timeout bounds it
+    // a computed integer, not input; below a second the backend polls with NOWAIT instead
+    return `WAIT ${Math.min(MAX_MYSQL_WAIT_S, Math.max(1, Math.floor(waitMs / 1_000)))}`;
+  }
 }
 
-/** Locks the key's row in the open transaction: `true` when locked, `false` when busy. */
+/**
+ * Locks the key's row in the open transaction: `true` when locked, `false` when busy. MariaDB
+ * takes the row's marker in the same statement, once the row is locked.
+ */
 async function lockRow(
   db: SqlDatabase,
   runner: SqlRunner,
   key: string,
   mode: string,
 ): Promise<boolean> {
-  const sql = `SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR UPDATE ${mode}`.trim();
+  const postgres = db.dialect.family === 'postgres';
+  const sql = postgres
+    ? `SELECT lock_key FROM ${db.table} WHERE lock_key = $1 FOR UPDATE ${mode}`
+    : `SELECT lock_key, GET_LOCK(?, 0) AS marked FROM ${db.table} WHERE lock_key = ? FOR UPDATE ${mode}`;
+  const params = postgres ? [storedKey(key)] : [rowMarker(db, key), storedKey(key)];
   try {
-    await runner.query(db.dialect.sql(sql), [storedKey(key)], true);
+    await runner.query(sql.trim(), params, true);
     return true;
   } catch (err) {
     if (isLockBusy(err)) return false;
     throw db.explain(err);
   }
+}
+
+/**
+ * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours) and gives the
+ * connection its usual `wait_timeout` back.
+ */
+async function restoreMysql(db: SqlDatabase, runner: SqlRunner, key: string): Promise<void> {
+  await runner.query(
+    `SET ${MYSQL_RESTORE_WAIT_TIMEOUT}, @ndl_marker_released = RELEASE_LOCK(?)`,
+    [rowMarker(db, key)],
+    true,
+  );
+}
+
+/**
+ * MariaDB: the name of the user-level lock a `for-update` holder keeps beside the row (at most
+ * 64 characters). User-level locks are server-wide, so it names the database and the table too.
+ */
+export function rowMarker(db: SqlDatabase, key: string): string {
+  const digest = createHash('sha256')
+    .update(`${db.server.database}\u0000${db.tableName}\u0000${key}`, 'utf8')
+    .digest('hex');
+  return `dlr:${digest.slice(0, 60)}`;
 }
 
 /** "Row locked by someone else" errors: Postgres 55P03, MariaDB 1205, MySQL 3572 (NOWAIT). */

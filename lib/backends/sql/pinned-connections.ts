@@ -1,7 +1,8 @@
-import type { LockLossListener } from '../../core/contract/lock-backend';
+import type { LockGrant, LockLossListener } from '../../core/contract/lock-backend';
+import { monotonicNow } from '../../core/shared/clock';
 import { LockBackendError } from '../../errors/lock.errors';
-import { storedKey } from './sql-dialect';
-import type { SqlDatabase } from './sql-source';
+import { nextFence } from './fence-counter';
+import type { SqlDatabase } from './sql-database';
 import type { SqlDataSource, SqlRunner } from './typeorm-types';
 
 /** One held lock and the connection it lives on. */
@@ -11,6 +12,10 @@ export interface Pinned {
   readonly runner: SqlRunner;
   /** The database `runner` belongs to. */
   readonly db: SqlDatabase;
+  /** Monotonic time of the last statement known to have reached the server on `runner`. */
+  lastHeard: number;
+  /** A keep-alive statement is under way on `runner`. */
+  keepingAlive: boolean;
   /** Stops watching the connection. */
   unwatch(): void;
 }
@@ -24,14 +29,25 @@ const DEFAULT_POOL_SIZE = 10;
  * pooled connection, for the lock lives and dies with it. Watches that connection so its death
  * (server-side kill, network) is reported at once, caps pins below the pool size with a clear
  * error instead of a hang, and hands out fences from a counter row.
+ *
+ * It also keeps every held lock's session alive on the server: the strategies have the server
+ * end a session it has not heard from for `sessionTimeout`, and a lock the engine no longer
+ * renews is not necessarily free to go (`lockAtLeastFor` keeps a released lock a while). So a
+ * connection silent for a third of it gets one cheap statement, like a ZooKeeper client's
+ * heartbeat: a live process keeps its sessions, a frozen or cut-off one loses them.
  */
 export class PinnedConnections {
   private readonly held = new Map<string, Pinned>();
   /** Pins in use, including acquisitions in progress. */
   private pinned = 0;
   private lostListener: LockLossListener = () => undefined;
+  private keepAliveTimer?: NodeJS.Timeout;
 
-  constructor(private readonly backendName: string) {}
+  constructor(
+    private readonly backendName: string,
+    /** How often a silent held connection gets a keep-alive statement, ms. */
+    private readonly keepAliveMs: number,
+  ) {}
 
   /** Registers the loss listener (the core's). */
   onLost(listener: LockLossListener): void {
@@ -72,33 +88,40 @@ export class PinnedConnections {
    * held lock. `null` when the connection died meanwhile: a server restart between the lock
    * and the draw has already handed the lock to someone else, with a later fence, so this grant
    * must not be handed out; a successful round trip after the draw means every later holder
-   * draws a later fence.
+   * draws a later fence. The grant counts from when that round trip was sent: the server ends
+   * a silent session no sooner than its timeout after it, however long the lock took to get.
    */
   async grant(
     db: SqlDatabase,
     key: string,
     token: string,
     runner: SqlRunner,
-  ): Promise<number | null> {
+  ): Promise<LockGrant | null> {
     const fence = await nextFence(db, key);
+    const provedAt = monotonicNow();
     if (!(await connectionAnswers(runner))) return null;
-    this.hold(db, key, token, runner);
-    return fence;
+    this.hold(db, key, token, runner, provedAt);
+    return { fence, grantedAt: provedAt };
   }
 
   /** Records a held lock and reports it lost the moment its connection dies. */
-  private hold(db: SqlDatabase, key: string, token: string, runner: SqlRunner): void {
+  private hold(
+    db: SqlDatabase,
+    key: string,
+    token: string,
+    runner: SqlRunner,
+    heardAt: number,
+  ): void {
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
       const pinned = this.held.get(slot(key, token));
       if (!pinned || pinned.runner !== runner) return;
-      this.held.delete(slot(key, token));
-      pinned.unwatch();
+      this.forget(pinned);
       void this.unpin(runner);
       this.lostListener(
         key,
         token,
-        `its database connection closed${err instanceof Error ? ` (${err.message})` : ''}`,
+        `its database connection closed${err instanceof Error ? ` (${db.describe(err)})` : ''}`,
       );
     };
     connection?.on?.('error', onDeath);
@@ -108,6 +131,8 @@ export class PinnedConnections {
       token,
       runner,
       db,
+      lastHeard: heardAt,
+      keepingAlive: false,
       unwatch: () => {
         connection?.removeListener?.('error', onDeath);
         connection?.removeListener?.('end', onDeath);
@@ -118,6 +143,7 @@ export class PinnedConnections {
         if (!listeners?.includes(ignore)) connection?.on?.('error', ignore);
       },
     });
+    this.keepAliveTimer ??= setInterval(() => this.keepAlive(), this.keepAliveMs).unref();
   }
 
   /** The held lock for (key, token), if this process holds it. */
@@ -136,8 +162,12 @@ export class PinnedConnections {
   ): Promise<boolean> {
     const pinned = this.get(key, token);
     if (!pinned) return false;
+    const sentAt = monotonicNow();
     try {
-      if (await probe(pinned)) return true;
+      if (await probe(pinned)) {
+        pinned.lastHeard = Math.max(pinned.lastHeard, sentAt);
+        return true;
+      }
     } catch {
       // the connection is gone, and the lock with it
     }
@@ -147,14 +177,47 @@ export class PinnedConnections {
 
   /** Forgets a held lock and returns its connection to the pool. */
   async drop(pinned: Pinned): Promise<void> {
-    this.held.delete(slot(pinned.key, pinned.token));
-    pinned.unwatch();
+    if (this.held.get(slot(pinned.key, pinned.token)) !== pinned) return; // already dropped
+    this.forget(pinned);
     await this.unpin(pinned.runner);
   }
 
-  /** Releases every held lock's connection (shutdown). */
-  async closeAll(): Promise<void> {
-    for (const pinned of [...this.held.values()]) await this.drop(pinned);
+  /**
+   * Shutdown: releases every lock still held here with `release` (a failure means the
+   * connection, and the lock, are gone already) and gives each connection back.
+   */
+  async closeAll(release: (pinned: Pinned) => Promise<unknown>): Promise<void> {
+    for (const pinned of [...this.held.values()]) {
+      await release(pinned).catch(() => undefined);
+      await this.drop(pinned);
+    }
+  }
+
+  /** Stops tracking a held lock (its connection is given back by the caller). */
+  private forget(pinned: Pinned): void {
+    this.held.delete(slot(pinned.key, pinned.token));
+    pinned.unwatch();
+    if (this.held.size === 0 && this.keepAliveTimer) {
+      clearInterval(this.keepAliveTimer);
+      this.keepAliveTimer = undefined;
+    }
+  }
+
+  /**
+   * One cheap statement on each held connection the server has not heard from for a
+   * keep-alive period. A connection that fails it is dead: its own 'error'/'end' reports the
+   * loss; one that hangs is bounded by the server's session timeout.
+   */
+  private keepAlive(): void {
+    const now = monotonicNow();
+    for (const pinned of this.held.values()) {
+      if (pinned.keepingAlive || now - pinned.lastHeard < this.keepAliveMs) continue;
+      pinned.keepingAlive = true;
+      void connectionAnswers(pinned.runner).then((answered) => {
+        pinned.keepingAlive = false;
+        if (answered) pinned.lastHeard = Math.max(pinned.lastHeard, now);
+      });
+    }
   }
 }
 
@@ -178,37 +241,6 @@ export function poolSize(ds: SqlDataSource): number {
   const candidates = [ds.options.poolSize, extra.max, extra.connectionLimit];
   for (const c of candidates) if (typeof c === 'number' && c > 0) return c;
   return DEFAULT_POOL_SIZE;
-}
-
-/**
- * Next fence for `key`, from a counter row updated in autocommit on a pooled connection (not
- * the pinned one: a rolled-back transaction must never hand the same fence out twice).
- */
-async function nextFence(db: SqlDatabase, key: string): Promise<number> {
-  const { dialect, table } = db;
-  const counter = storedKey(`\u0000fence\u0000${key}`);
-  if (dialect.family === 'postgres') {
-    const result = await db.exec(
-      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, 1) ON CONFLICT (lock_key) DO UPDATE SET fence = ${table}.fence + 1 RETURNING fence`,
-      [counter, `fence of ${key.slice(0, 200)}`],
-    );
-    return Number(result.records[0].fence);
-  }
-  // MySQL/MariaDB: LAST_INSERT_ID(expr) hands the new value back on the same connection.
-  const runner = db.connection();
-  try {
-    await runner.query(
-      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`,
-      [counter, `fence of ${key.slice(0, 200)}`],
-      true,
-    );
-    const result = await runner.query('SELECT LAST_INSERT_ID() AS fence', [], true);
-    return Number(result.records[0].fence);
-  } catch (err) {
-    throw db.explain(err);
-  } finally {
-    await runner.release();
-  }
 }
 
 /**

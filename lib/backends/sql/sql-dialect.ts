@@ -39,6 +39,18 @@ export function familyOf(type: string): SqlFamily | undefined {
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /**
+ * Why `tableName` cannot be the lock table on `family`, or `undefined` when it can: SQLite keeps
+ * every name beginning with `sqlite_` (in any case) for its own tables (`sqlite_master`,
+ * `sqlite_sequence`, `sqlite_stat1`...), and refuses to create one.
+ */
+export function reservedTableName(family: SqlFamily, tableName: string): string | undefined {
+  if (family === 'sqlite' && /^sqlite_/i.test(tableName)) {
+    return `"${tableName}" is reserved: SQLite keeps names beginning with "sqlite_" for its own tables`;
+  }
+  return undefined;
+}
+
+/**
  * Per-family SQL fragments. Everything else is written once with `?` placeholders and every
  * value travels as a parameter; the only spliced text is the validated, quoted table name.
  */

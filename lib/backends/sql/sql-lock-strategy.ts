@@ -1,4 +1,5 @@
-import type { SqlDatabase } from './sql-source';
+import type { StoreLockInfo } from '../../core/contract/lock-backend';
+import type { SqlDatabase } from './sql-database';
 import type { SqlRunner } from './typeorm-types';
 
 /**
@@ -13,6 +14,11 @@ export type SqlLockStrategy = LeaseStrategy | SessionStrategy;
 interface StrategyBase {
   /** Whether anyone holds `key` right now, asked on a pooled connection. */
   isLocked(db: SqlDatabase, key: string): Promise<boolean>;
+  /**
+   * Frees `key` whoever holds it (operators only); `true` when a holder was removed. Fences
+   * keep rising, and the stale holder's next renewal fails.
+   */
+  forceRelease(db: SqlDatabase, key: string): Promise<boolean>;
 }
 
 /**
@@ -31,11 +37,16 @@ export interface LeaseStrategy extends StrategyBase {
   renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean>;
   /** Frees the key if `token` holds it; `false` when it did not (anymore). */
   release(db: SqlDatabase, key: string, token: string): Promise<boolean>;
+  /** What the key's row says: holder, fence, lease left. */
+  inspect(db: SqlDatabase, key: string): Promise<StoreLockInfo>;
 }
 
 /**
  * A lock that lives as long as one database session: the backend pins a connection for it,
- * draws its fence, watches the connection and gives it back after `release`.
+ * draws its fence, watches the connection and gives it back after `release`. The strategy
+ * bounds the session on the server (`sessionTimeout`) when it takes the lock, so a holder the
+ * server stops hearing from loses it, and restores the connection's defaults when it releases
+ * (or fails to take) it.
  */
 export interface SessionStrategy extends StrategyBase {
   readonly kind: 'session';
@@ -47,8 +58,9 @@ export interface SessionStrategy extends StrategyBase {
    */
   readonly waitsInDatabase: boolean;
   /**
-   * Takes the lock of `key` on `runner`, waiting up to `waitMs` in the database (`0`: no wait):
-   * `true` when `runner` now holds it. On `false` or an error the connection is left as it was.
+   * Takes the lock of `key` on `runner`, waiting up to `waitMs` in the database (`0`: no wait;
+   * `Infinity`: until granted or the session is ended): `true` when `runner` now holds it. On
+   * `false` or an error the connection is left as it was.
    */
   take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean>;
   /**
@@ -61,4 +73,6 @@ export interface SessionStrategy extends StrategyBase {
    * means the connection is gone, and the lock with it.
    */
   release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean>;
+  /** Callers waiting in the database for `key` (strategies that wait there). */
+  waiting?(db: SqlDatabase, key: string): Promise<number>;
 }

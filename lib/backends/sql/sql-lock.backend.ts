@@ -7,34 +7,56 @@ import type {
   LockGrant,
   LockLossListener,
   QueuedRequest,
+  StoreLockInfo,
 } from '../../core/contract/lock-backend';
+import { lastFence } from './fence-counter';
 import { connectionAnswers, PinnedConnections } from './pinned-connections';
-import type { SqlFamily } from './sql-dialect';
+import type { SqlDatabase } from './sql-database';
 import type { LeaseStrategy, SessionStrategy, SqlLockStrategy } from './sql-lock-strategy';
-import type { SqlDatabase, SqlSource } from './sql-source';
+import { endSession, sessionIdOf } from './sql-sessions';
+import type { SqlSource } from './sql-source';
+import type { SqlRunner } from './typeorm-types';
 
-/** Longest single database-side wait on Postgres (lock_timeout) before checking for abort. */
-const PG_WAIT_CHUNK_MS = 2_000;
+/** MariaDB waits in whole seconds: below one, a waiter polls (NOWAIT) this often, ms (plus jitter). */
+const SUBSECOND_POLL_MS = 25;
+/** Share of `sessionTimeout` a session lock's lease may be trusted for (the rest: clock rates, latency). */
+const SESSION_VALIDITY_SHARE = 0.9;
 
 /**
  * The `typeorm` backend, whatever its strategy: finds the DataSource (lazily), makes sure the
  * key's row exists for strategies that lock it, pins a connection per session lock (with its
  * fence, the proof the connection still holds, and loss reports when it dies), waits in the
- * database for strategies that can, and answers `isLocked`, `ping` and `close`. The strategy
+ * database for strategies that can (ending the waiting session at once when the caller aborts),
+ * and answers `isLocked`, `inspect`, `forceRelease`, `ping` and `close`. The strategy
  * ({@link SqlLockStrategy}) only takes, checks and releases.
+ *
+ * A session lock's lease is trusted for at most 90 % of `sessionTimeout`: the server ends a
+ * session it has not heard from for that long, so a holder that cannot reach it stops believing
+ * in its lock before the server hands it to someone else, and the engine's renewal (every third
+ * of the lease) keeps a live holder's session well inside it.
  */
 export class SqlLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities;
   /** Present only for a strategy that waits in the database (`waiting: 'queue'`). */
   readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
-  private readonly pins: PinnedConnections;
+  /** Present only for session strategies: capped below the server's session timeout. */
+  readonly leaseValidity?: (ttlMs: number) => number;
+  // ES private (#) fields: `util.inspect` of anything that reaches the backend (a lock handle
+  // dumped at full depth) never walks into the DataSource and its options.
+  readonly #pins: PinnedConnections;
+  readonly #source: SqlSource;
+  readonly #strategy: SqlLockStrategy;
 
   constructor(
-    private readonly source: SqlSource,
-    private readonly strategy: SqlLockStrategy,
+    source: SqlSource,
+    strategy: SqlLockStrategy,
     backendName: string,
+    /** How long the server keeps a session it no longer hears from, ms (session strategies). */
+    sessionTimeoutMs: number,
   ) {
-    this.pins = new PinnedConnections(backendName);
+    this.#source = source;
+    this.#strategy = strategy;
+    this.#pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
     const waitsInDatabase = strategy.kind === 'session' && strategy.waitsInDatabase;
     this.capabilities = {
       leaseBased: strategy.kind === 'lease',
@@ -42,80 +64,118 @@ export class SqlLockBackend implements LockBackend {
       waiting: waitsInDatabase ? 'queue' : 'poll',
     };
     if (waitsInDatabase) this.acquire = (request) => this.waitInDatabase(request);
+    if (strategy.kind === 'session') {
+      const cap = Math.floor(sessionTimeoutMs * SESSION_VALIDITY_SHARE);
+      this.leaseValidity = (ttlMs) => Math.min(ttlMs, cap);
+    }
   }
 
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
-    const fence = await this.take(await this.source.open(), request, 0);
-    return fence === null ? null : { fence };
+    return this.take(await this.#source.open(), request, 0);
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
-    const strategy = this.strategy;
+    const strategy = this.#strategy;
     if (strategy.kind === 'lease')
-      return strategy.renew(await this.source.open(), key, token, ttlMs);
+      return strategy.renew(await this.#source.open(), key, token, ttlMs);
     // The session lock lives as long as the pinned connection: still held if the strategy's
     // probe (by default: the connection answers) says so.
-    return this.pins.stillHeld(key, token, ({ db, runner }) =>
+    return this.#pins.stillHeld(key, token, ({ db, runner }) =>
       strategy.probe ? strategy.probe(db, runner, key) : connectionAnswers(runner),
     );
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    if (this.strategy.kind === 'lease') {
-      return this.strategy.release(await this.source.open(), key, token);
+    if (this.#strategy.kind === 'lease') {
+      return this.#strategy.release(await this.#source.open(), key, token);
     }
-    const pinned = this.pins.get(key, token);
+    const pinned = this.#pins.get(key, token);
     if (!pinned) return false;
     try {
-      return await this.strategy.release(pinned.db, pinned.runner, key);
+      return await this.#strategy.release(pinned.db, pinned.runner, key);
     } catch {
       return false; // the connection was gone: so was the lock
     } finally {
-      await this.pins.drop(pinned);
+      await this.#pins.drop(pinned);
     }
   }
 
   async isLocked(key: string): Promise<boolean> {
-    return this.strategy.isLocked(await this.source.open(), key);
-  }
-
-  onLost(listener: LockLossListener): void {
-    this.pins.onLost(listener);
-  }
-
-  async ping(): Promise<void> {
-    await (await this.source.open()).exec('SELECT 1 AS up', []);
-  }
-
-  async close(): Promise<void> {
-    await this.pins.closeAll();
-    await this.source.close();
+    return this.#strategy.isLocked(await this.#source.open(), key);
   }
 
   /**
-   * Waits in the database, in chunks so that an abort is seen between them: Postgres waits up
-   * to `PG_WAIT_CHUNK_MS` at a time; MariaDB waits in whole seconds, so below one second it
-   * tries without waiting and sleeps briefly instead.
+   * The key's row (table: holder, lease left, fence), or for a session lock whether it is held
+   * now, the last fence drawn and, where waiters queue in the database, how many.
+   */
+  async inspect(key: string): Promise<StoreLockInfo> {
+    const db = await this.#source.open();
+    const strategy = this.#strategy;
+    if (strategy.kind === 'lease') return strategy.inspect(db, key);
+    const [held, fence, waiting] = await Promise.all([
+      strategy.isLocked(db, key),
+      lastFence(db, key),
+      strategy.waiting?.(db, key),
+    ]);
+    return { held, fence, holders: held ? 1 : 0, ...(waiting === undefined ? {} : { waiting }) };
+  }
+
+  async forceRelease(key: string): Promise<boolean> {
+    return this.#strategy.forceRelease(await this.#source.open(), key);
+  }
+
+  onLost(listener: LockLossListener): void {
+    this.#pins.onLost(listener);
+  }
+
+  async ping(): Promise<void> {
+    await (await this.#source.open()).exec('SELECT 1 AS up', []);
+  }
+
+  async close(): Promise<void> {
+    const strategy = this.#strategy;
+    // Locks still pinned (a lockAtLeastFor cut short): released, so a DataSource of the app's
+    // gets its connections back without an open transaction or our session settings.
+    if (strategy.kind === 'session') {
+      await this.#pins.closeAll(({ db, runner, key }) => strategy.release(db, runner, key));
+    }
+    await this.#source.close();
+  }
+
+  /**
+   * Waits in the database: one wait for the whole time left (an abort ends the waiting session,
+   * so nothing needs to look for it between shorter waits). MariaDB waits in whole seconds, so
+   * below one second it tries without waiting and sleeps briefly instead.
    */
   private async waitInDatabase(request: QueuedRequest): Promise<LockGrant | null> {
-    const db = await this.source.open();
+    const { signal } = request;
+    const db = await this.#source.open();
     const deadline = monotonicNow() + request.waitMs;
     for (;;) {
       const remaining = deadline - monotonicNow();
-      if (remaining <= 0 || request.signal.aborted) return null;
-      const chunk = waitChunk(db.dialect.family, remaining);
-      const fence = await this.take(db, request, chunk);
-      if (fence !== null) return { fence };
-      if (chunk === 0) await sleep(Math.min(remaining, 25 + Math.random() * 25), request.signal);
+      if (remaining <= 0 || signal.aborted) return null;
+      const wait = db.dialect.family === 'postgres' || remaining >= 1_000 ? remaining : 0;
+      const grant = await this.take(db, request, wait, signal);
+      if (grant) return grant;
+      if (wait === 0) {
+        await sleep(Math.min(remaining, SUBSECOND_POLL_MS * (1 + Math.random())), signal);
+      }
     }
   }
 
   /** One attempt, waiting up to `waitMs` in the database if the strategy can. */
-  private take(db: SqlDatabase, request: GrantRequest, waitMs: number): Promise<number | null> {
+  private async take(
+    db: SqlDatabase,
+    request: GrantRequest,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<LockGrant | null> {
     const { key, token, ttlMs } = request;
-    return this.strategy.kind === 'lease'
-      ? this.takeLease(db, this.strategy, key, token, ttlMs)
-      : this.takeSession(db, this.strategy, key, token, waitMs);
+    if (this.#strategy.kind === 'session') {
+      return this.takeSession(db, this.#strategy, key, token, waitMs, signal);
+    }
+    const fence = await this.takeLease(db, this.#strategy, key, token, ttlMs);
+    return fence === null ? null : { fence };
   }
 
   /** A lease: taken in the key's row, which is created the first time the key is seen. */
@@ -133,8 +193,11 @@ export class SqlLockBackend implements LockBackend {
 
   /**
    * A session lock: taken on a pinned connection (waiting up to `waitMs` in the database), then
-   * granted with a fence. A lock taken but not granted is released; an unused connection goes
-   * back to the pool.
+   * granted with a fence, its lease counted from the round trip that proved the connection still
+   * holds (a wait in the database may have lasted longer than the lease). A lock taken but not
+   * granted is released; an unused connection goes back to the pool. When `signal` aborts during the wait, the waiting session is ended from
+   * another connection: the wait stops at once, and whatever the server may have granted it
+   * meanwhile goes with it. The attempt then resolves `null`.
    */
   private async takeSession(
     db: SqlDatabase,
@@ -142,26 +205,88 @@ export class SqlLockBackend implements LockBackend {
     key: string,
     token: string,
     waitMs: number,
-  ): Promise<number | null> {
+    signal?: AbortSignal,
+  ): Promise<LockGrant | null> {
     if (strategy.locksKeyRow) await db.createRowIfMissing(key); // the row must exist to be locked
-    const runner = await this.pins.pin(db);
+    const runner = await this.#pins.pin(db);
+    const watch = signal && waitMs > 0 ? new AbortWatch(db, runner, signal) : undefined;
     let taken = false;
-    let fence: number | null = null;
     try {
       taken = await strategy.take(db, runner, key, waitMs);
-      if (taken) fence = await this.pins.grant(db, key, token, runner);
-      return fence;
-    } finally {
-      if (fence === null) {
-        if (taken) await strategy.release(db, runner, key).catch(() => undefined);
-        await this.pins.unpin(runner);
+    } catch (err) {
+      if (!watch?.ending) {
+        watch?.stop();
+        await this.#pins.unpin(runner);
+        throw err;
       }
     }
+    watch?.stop();
+    if (watch?.ending) {
+      // The session is (being) ended: nothing of it may go back to the pool.
+      await watch.ending;
+      discardConnection(runner);
+      await this.#pins.unpin(runner);
+      return null;
+    }
+    let grant: LockGrant | null = null;
+    try {
+      if (taken && !signal?.aborted) grant = await this.#pins.grant(db, key, token, runner);
+    } finally {
+      if (grant === null) {
+        if (taken) await strategy.release(db, runner, key).catch(() => undefined);
+        await this.#pins.unpin(runner);
+      }
+    }
+    if (grant !== null && signal?.aborted) {
+      await this.release(key, token); // aborted while the fence was drawn: not handed out
+      return null;
+    }
+    return grant;
   }
 }
 
-/** How long one database-side wait may last, given `remainingMs` (`0`: try without waiting). */
-function waitChunk(family: SqlFamily, remainingMs: number): number {
-  if (family === 'postgres') return Math.min(remainingMs, PG_WAIT_CHUNK_MS);
-  return remainingMs >= 1_000 ? 1_000 : 0;
+/**
+ * Ends the session of a connection waiting in the database (from a pooled connection) as soon
+ * as the caller's signal aborts: the wait stops at once, and whatever the server may have
+ * granted it meanwhile goes with the session.
+ */
+class AbortWatch {
+  /** Set once the session is being ended: resolves when the server has done it. */
+  ending?: Promise<void>;
+  private readonly onAbort = (): void => {
+    const id = sessionIdOf(this.runner);
+    this.ending ??=
+      id === undefined
+        ? Promise.resolve()
+        : endSession(this.db, id).then(
+            () => undefined,
+            () => undefined,
+          );
+  };
+
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly runner: SqlRunner,
+    private readonly signal: AbortSignal,
+  ) {
+    if (signal.aborted) this.onAbort();
+    else signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** Stops listening (the attempt is over). */
+  stop(): void {
+    this.signal.removeEventListener('abort', this.onAbort);
+  }
+}
+
+/**
+ * Closes the driver connection of `runner` on our side too, so the pool drops it instead of
+ * handing a connection whose session the server is ending to the next caller.
+ */
+function discardConnection(runner: SqlRunner): void {
+  const connection = runner.databaseConnection as { destroy?(): void; end?(): unknown } | undefined;
+  if (typeof connection?.destroy === 'function') connection.destroy();
+  else if (typeof connection?.end === 'function') {
+    void Promise.resolve(connection.end()).catch(() => undefined);
+  }
 }

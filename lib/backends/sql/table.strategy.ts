@@ -1,6 +1,7 @@
+import type { StoreLockInfo } from '../../core/contract/lock-backend';
 import type { LeaseStrategy } from './sql-lock-strategy';
 import { storedKey } from './sql-dialect';
-import { affectedRows, type SqlDatabase } from './sql-source';
+import { affectedRows, type SqlDatabase } from './sql-database';
 
 /**
  * `strategy: 'table'` (Postgres, MySQL/MariaDB, SQLite): a row per key with owner token,
@@ -8,6 +9,8 @@ import { affectedRows, type SqlDatabase } from './sql-source';
  * fence; expiry is judged by the database server's clock (SQLite: the machine's monotonic
  * clock, see `SqlDialect.nowMs`); renew and release are conditioned on the owner token. Rows
  * are never deleted, so fences never restart. Waiting is the engine's polling with backoff.
+ * `forceRelease` clears the row's owner: the stale holder's next renewal, conditioned on its
+ * token, finds it gone.
  */
 export class TableStrategy implements LeaseStrategy {
   readonly kind = 'lease';
@@ -58,11 +61,37 @@ export class TableStrategy implements LeaseStrategy {
   }
 
   async isLocked(db: SqlDatabase, key: string): Promise<boolean> {
-    const { table, dialect } = db;
     const result = await db.exec(
-      `SELECT 1 AS held FROM ${table} WHERE lock_key = ? AND owner IS NOT NULL AND expires_at > ${dialect.nowMs} AND NOT (${dialect.ownedInOtherBoot})`,
+      `SELECT 1 AS held FROM ${db.table} WHERE lock_key = ? AND ${heldNow(db)}`,
       [storedKey(key)],
     );
     return result.records.length > 0;
   }
+
+  async inspect(db: SqlDatabase, key: string): Promise<StoreLockInfo> {
+    const result = await db.exec(
+      `SELECT fence, CASE WHEN ${heldNow(db)} THEN expires_at - ${db.dialect.nowMs} END AS remaining FROM ${db.table} WHERE lock_key = ?`,
+      [storedKey(key)],
+    );
+    const row = result.records[0];
+    if (!row) return { held: false, fence: 0, holders: 0 }; // never taken: the first grant gets 1
+    const fence = Number(row.fence);
+    if (row.remaining === null || row.remaining === undefined) {
+      return { held: false, fence, holders: 0 };
+    }
+    return { held: true, fence, remainingMs: Math.max(0, Number(row.remaining)), holders: 1 };
+  }
+
+  async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
+    const result = await db.exec(
+      `UPDATE ${db.table} SET owner = NULL, expires_at = NULL WHERE lock_key = ? AND ${heldNow(db)}`,
+      [storedKey(key)],
+    );
+    return affectedRows(result) === 1;
+  }
+}
+
+/** SQL condition: the row is held by a lease that has not run out (judged by the lease clock). */
+function heldNow({ dialect }: SqlDatabase): string {
+  return `owner IS NOT NULL AND expires_at > ${dialect.nowMs} AND NOT (${dialect.ownedInOtherBoot})`;
 }

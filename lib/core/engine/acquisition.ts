@@ -87,8 +87,9 @@ export class Acquisition {
         leases.push(lease);
       }
     } catch (err) {
-      // All or none: give back what this call took (or re-entered) before failing.
-      await this.deps.releaser.releaseLeases(leases.reverse()).catch(() => undefined);
+      // All or none: give back what this call took (or re-entered) before failing, at once:
+      // lockAtLeastFor keeps a lock its work ran under, and none ran under these.
+      await this.deps.releaser.releaseLeases(leases.reverse(), false).catch(() => undefined);
       if (mode === 'try' && err instanceof LockNotAcquiredError) return null;
       throw err;
     }

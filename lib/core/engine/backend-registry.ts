@@ -2,6 +2,7 @@ import type { Logger } from '@nestjs/common';
 import { LockConfigError } from '../../errors/lock.errors';
 import type { LockBackend } from '../contract/lock-backend';
 import type { SecretRedactor } from '../contract/backend-factory';
+import { describe } from '../shared/options';
 
 /**
  * The configured backends by name: lookup (with the default), the check that each keeps its
@@ -69,7 +70,7 @@ export class BackendRegistry {
   unknown(value: unknown): LockConfigError {
     return new LockConfigError(
       'backend',
-      `unknown backend ${JSON.stringify(value) ?? String(value)}; configured: ${this.names().join(', ')}`,
+      `unknown backend ${describe(value)}; configured: ${this.names().join(', ')}`,
     );
   }
 }

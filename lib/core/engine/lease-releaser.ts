@@ -16,14 +16,17 @@ export class LeaseReleaser implements HandleHost {
     private readonly shutdown: ShutdownCoordinator,
   ) {}
 
-  /** Drops one holder from each lease (in the given order); the last holder really releases. */
-  async releaseLeases(leases: readonly Lease[]): Promise<void> {
+  /**
+   * Drops one holder from each lease (in the given order); the last holder really releases.
+   * `keep: false` (a failed acquisition giving back what it took) ignores `lockAtLeastFor`.
+   */
+  async releaseLeases(leases: readonly Lease[], keep = true): Promise<void> {
     let firstError: unknown;
     for (const lease of leases) {
       lease.holders--;
       if (lease.holders > 0 || lease.state !== 'held') continue;
       try {
-        this.finished(lease, await lease.finish('released'));
+        this.finished(lease, await lease.finish('released', keep));
       } catch (err) {
         const error = this.reporter.storeError(
           lease,

@@ -104,6 +104,24 @@ export class Lease {
     this.giveUpAt = info.maxHold === undefined ? Infinity : info.startedAt + info.maxHold;
   }
 
+  /** What `util.inspect` shows (never the backend, its client or their options). */
+  [Symbol.for('nodejs.util.inspect.custom')](
+    _depth: number,
+    options: object,
+    inspect: (value: unknown, options: object) => string,
+  ): string {
+    const { key, backendName, fence, ttl } = this.info;
+    const facts = {
+      key,
+      backend: backendName,
+      fence,
+      ttl,
+      state: this.state,
+      holders: this.holders,
+    };
+    return `Lease ${inspect(facts, options)}`;
+  }
+
   /** Aborted (reason `LockLostError`) when the lease is lost or released. */
   get signal(): AbortSignal {
     if (!this.controller) {
@@ -184,10 +202,12 @@ export class Lease {
    * Ends the lease for good after its last holder released it. Returns what happened so the
    * manager can report it: `released`, `kept` (lockAtLeastFor on a lease store: left to
    * expire), `deferred` (lockAtLeastFor on a session store: the manager releases it after
-   * `keepForMs`), or `lost` (found not ours).
+   * `keepForMs`), or `lost` (found not ours). `keep: false` gives it back at once whatever
+   * `lockAtLeastFor` says (an acquisition that failed: nobody ran under it).
    */
   async finish(
     reason: string,
+    keep = true,
   ): Promise<
     { outcome: 'released' | 'kept' | 'lost' } | { outcome: 'deferred'; keepForMs: number }
   > {
@@ -198,7 +218,7 @@ export class Lease {
     this.end(reason);
     this.host.leaseEnded(this);
     const { backend, fullKey, token } = this.info;
-    const keepFor = this.acquiredAt + this.info.lockAtLeastFor - monotonicNow();
+    const keepFor = keep ? this.acquiredAt + this.info.lockAtLeastFor - monotonicNow() : 0;
     if (keepFor >= 1) {
       if (!backend.capabilities.leaseBased) return { outcome: 'deferred', keepForMs: keepFor };
       // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.

@@ -73,7 +73,8 @@ export class LockEngine {
     for (const [name, backend] of this.backends.entries()) {
       this.events.register(name);
       backend.onLost?.((fullKey, token, reason) => {
-        this.held.find(name, fullKey, token)?.markLost(reason);
+        // The reason ends up in LockLostError messages and log lines: scrub it too.
+        this.held.find(name, fullKey, token)?.markLost(this.redactor.text(reason));
       });
     }
   }

@@ -102,4 +102,23 @@ export class LockHandle implements Lock {
   [Symbol.asyncDispose](): Promise<void> {
     return this.release();
   }
+
+  /**
+   * What `console.log(lock)` / `util.inspect` show: the lock's own facts only. The default
+   * would walk into the engine and the backend (its client, its options, their secrets).
+   */
+  [Symbol.for('nodejs.util.inspect.custom')](
+    _depth: number,
+    options: object,
+    inspect: (value: unknown, options: object) => string,
+  ): string {
+    const facts = {
+      key: this.key,
+      backend: this.backend,
+      fence: this.fence,
+      held: this.isHeld(),
+      released: this.released,
+    };
+    return `LockHandle ${inspect(facts, options)}`;
+  }
 }

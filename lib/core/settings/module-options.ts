@@ -12,6 +12,7 @@ import {
   checkOptions,
   checkWait,
   describe,
+  readOption,
 } from '../shared/options';
 
 /** Module-wide settings of the engine after validation. */
@@ -79,7 +80,7 @@ export async function buildLockRuntime(
 ): Promise<{ settings: LockSettings; backends: Map<string, LockBackend> }> {
   const options = checkOptions(input, new Set([...ENGINE_KEYS, ...foreignKeys]), 'options', '');
   const backendsIn = checkObject(options.backends, 'backends');
-  const names = Object.keys(backendsIn);
+  const names = readOption('backends', () => Object.keys(backendsIn));
   if (names.length === 0) throw new LockConfigError('backends', 'configure at least one backend');
 
   const factories = new Map<string, BackendFactory<unknown>>();
@@ -88,13 +89,19 @@ export async function buildLockRuntime(
     if (!BACKEND_NAME.test(name)) {
       throw new LockConfigError(field, 'backend names are 1-64 letters, digits, "_", "-" or "."');
     }
-    const config = checkObject(backendsIn[name], field);
-    const type = config.type;
+    // Results keyed by backend name (getMetrics(), health()) are plain objects, where this one
+    // name would set the prototype instead of a field.
+    if (name === '__proto__') throw new LockConfigError(field, 'is reserved; pick another name');
+    const config = checkObject(
+      readOption(field, () => backendsIn[name]),
+      field,
+    );
+    const type = readOption(`${field}.type`, () => config.type);
     const load = typeof type === 'string' && Object.hasOwn(types, type) ? types[type] : undefined;
     if (!load) {
       throw new LockConfigError(
         `${field}.type`,
-        `unknown backend type ${JSON.stringify(type) ?? String(type)}; known: ${Object.keys(types).join(', ')}`,
+        `unknown backend type ${describe(type)}; known: ${Object.keys(types).join(', ')}`,
       );
     }
     const factory = await load();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { LockConfigError } from '../../errors/lock.errors';
-import { MAX_KEY_LENGTH, validateKeys, validateLockOptions } from './validation';
+import { MAX_KEY_LENGTH, MIN_TTL_MS, validateKeys, validateLockOptions } from './validation';
 
 /** What a thrown `LockConfigError` naming `field` matches. */
 const configError = (field: string) =>
@@ -37,5 +37,42 @@ describe('validation', () => {
       ttl: 100,
       waitTimeout: 0,
     });
+  });
+
+  it('compares ttl with its minimum before rounding up', () => {
+    expect(() => validateLockOptions({ ttl: MIN_TTL_MS - 0.5 })).toThrow(configError('ttl'));
+    expect(validateLockOptions({ ttl: MIN_TTL_MS + 0.5 })).toMatchObject({ ttl: MIN_TTL_MS + 1 });
+  });
+
+  it('refuses a backend option that is no name before any message quotes it', () => {
+    for (const backend of [1n, Symbol('b'), 1, null]) {
+      expect(() => validateLockOptions({ backend })).toThrow(configError('backend'));
+    }
+  });
+
+  it('turns a throwing getter, proxy or key list into a LockConfigError naming it', () => {
+    const boom = () => {
+      throw new Error('boom');
+    };
+    const getter = Object.defineProperty({}, 'ttl', { get: boom, enumerable: true });
+    expect(() => validateLockOptions(getter)).toThrow(configError('options.ttl'));
+    const inherited = Object.create(getter) as object;
+    expect(() => validateLockOptions(inherited)).toThrow(configError('options.ttl'));
+    expect(() => validateLockOptions(new Proxy({}, { ownKeys: boom }))).toThrow(
+      configError('options'),
+    );
+    const signal = {
+      get aborted(): boolean {
+        return boom();
+      },
+      addEventListener() {},
+      removeEventListener() {},
+    };
+    expect(() => validateLockOptions({ signal })).toThrow(configError('signal'));
+    const keys = Object.defineProperty(['a', 'b'], 1, { get: boom });
+    expect(() => validateKeys(keys)).toThrow(configError('key'));
+    const { proxy, revoke } = Proxy.revocable([], {});
+    revoke();
+    expect(() => validateKeys(proxy)).toThrow(configError('key'));
   });
 });

@@ -6,12 +6,14 @@ import {
   checkOptions,
   checkWait,
   describe,
+  readOption,
 } from '../shared/options';
 
 /**
  * Shortest accepted ttl, ms. A lease of a few ms runs out before the grant's reply is back (it
  * is then refused as worthless and a free key reads as busy), and stores that subtract clock
- * drift (Redlock) have nothing left of it. Fractions of a ms are rounded up.
+ * drift (Redlock) have nothing left of it. Compared before rounding: 99.5 is refused (it is
+ * below the minimum), 100.5 is accepted and rounded up to 101.
  */
 export const MIN_TTL_MS = 100;
 
@@ -62,10 +64,10 @@ export function checkKeyText(text: string, field: string): void {
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** A lease ttl: a duration of at least {@link MIN_TTL_MS}. */
+/** A lease ttl: a duration of at least {@link MIN_TTL_MS} (as given, before rounding up). */
 export function checkTtl(value: unknown, field: string): number {
   const ttl = checkDuration(value, field);
-  if (ttl < MIN_TTL_MS) {
+  if ((value as number) < MIN_TTL_MS) {
     throw new LockConfigError(field, `must be at least ${MIN_TTL_MS} ms, got ${String(value)}`);
   }
   return ttl;
@@ -77,28 +79,50 @@ export function checkSignal(value: unknown, field: string): AbortSignal {
   if (
     typeof signal !== 'object' ||
     signal === null ||
-    typeof signal.aborted !== 'boolean' ||
-    typeof signal.addEventListener !== 'function' ||
-    typeof signal.removeEventListener !== 'function'
+    !readOption(
+      field,
+      () =>
+        typeof signal.aborted === 'boolean' &&
+        typeof signal.addEventListener === 'function' &&
+        typeof signal.removeEventListener === 'function',
+    )
   ) {
     throw new LockConfigError(field, `must be an AbortSignal, got ${describe(value)}`);
   }
   return value as AbortSignal;
 }
 
-/** Checks a key or key list; returns the distinct keys (duplicates would self-deadlock). */
-export function validateKeys(keys: unknown, field = 'key'): string[] {
-  if (!Array.isArray(keys)) return [validateKey(keys, field)];
-  if (keys.length === 0) throw new LockConfigError(field, 'must not be an empty array');
-  if (keys.length > MAX_KEYS) {
-    throw new LockConfigError(field, `must hold at most ${MAX_KEYS} keys, got ${keys.length}`);
+/**
+ * A backend name's type (a string); whether it is a configured one is checked against the
+ * module's backends. Checked here so a value no message can quote (a bigint, a symbol) is
+ * refused before anything tries to.
+ */
+export function checkBackendName(value: unknown, field: string): string {
+  if (typeof value !== 'string') {
+    throw new LockConfigError(field, `must be a backend name (a string), got ${describe(value)}`);
   }
-  return [...new Set(keys.map((k, i) => validateKey(k, `${field}[${i}]`)))];
+  return value;
+}
+
+/**
+ * Checks a key or key list; returns the distinct keys (duplicates would self-deadlock). A list
+ * is copied once (an array-like proxy or a getter element that throws is a refusal).
+ */
+export function validateKeys(keys: unknown, field = 'key'): string[] {
+  if (typeof keys !== 'object' || keys === null || !readOption(field, () => Array.isArray(keys))) {
+    return [validateKey(keys, field)];
+  }
+  const list = readOption(field, () => Array.from(keys as unknown[]));
+  if (list.length === 0) throw new LockConfigError(field, 'must not be an empty array');
+  if (list.length > MAX_KEYS) {
+    throw new LockConfigError(field, `must hold at most ${MAX_KEYS} keys, got ${list.length}`);
+  }
+  return [...new Set(list.map((k, i) => validateKey(k, `${field}[${i}]`)))];
 }
 
 /** Per-acquisition options after validation (unset fields stay unset, for defaults to fill). */
 export interface CheckedLockOptions {
-  backend?: unknown;
+  backend?: string;
   ttl?: number;
   waitTimeout?: number;
   autoRenew?: boolean;
@@ -125,7 +149,7 @@ export function validateLockOptions(options: unknown): CheckedLockOptions {
   if (options === undefined) return {};
   const o = checkOptions(options, LOCK_OPTION_KEYS, 'options');
   return {
-    backend: o.backend,
+    backend: o.backend === undefined ? undefined : checkBackendName(o.backend, 'backend'),
     ttl: o.ttl === undefined ? undefined : checkTtl(o.ttl, 'ttl'),
     waitTimeout: o.waitTimeout === undefined ? undefined : checkWait(o.waitTimeout, 'waitTimeout'),
     autoRenew: o.autoRenew === undefined ? undefined : checkBoolean(o.autoRenew, 'autoRenew'),

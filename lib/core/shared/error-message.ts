@@ -1,4 +1,8 @@
-/** Message of an unknown thrown value (an `Error`'s message, else its string form). */
+/**
+ * Message of an unknown thrown value: its `message` when it has one (an `Error`, also one from
+ * another realm, such as Node's socket errors under a VM sandbox), else its string form.
+ */
 export function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  const message = (err as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? message : String(err);
 }

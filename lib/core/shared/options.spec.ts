@@ -1,6 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
 import { LockConfigError } from '../../errors/lock.errors';
-import { checkDuration, checkExactlyOne, checkOptions, checkWait } from './options';
+import {
+  checkDuration,
+  checkExactlyOne,
+  checkOptions,
+  checkWait,
+  copyOwnOptions,
+  describe as describeValue,
+} from './options';
 
 function fieldOf(fn: () => unknown): string | undefined {
   try {
@@ -43,5 +50,45 @@ describe('option checks', () => {
     expect(checkExactlyOne({ url: 'u' }, ['url', 'client'], 'f')).toBe('url');
     expect(fieldOf(() => checkExactlyOne({}, ['url', 'client'], 'f'))).toBe('f');
     expect(fieldOf(() => checkExactlyOne({ url: 1, client: 2 }, ['url', 'client'], 'f'))).toBe('f');
+  });
+
+  it('reads each known option once; a read that throws is a refusal naming the option', () => {
+    let reads = 0;
+    const counted = Object.defineProperty({}, 'url', {
+      get: () => `u${++reads}`,
+      enumerable: true,
+    });
+    expect(checkOptions(counted, new Set(['url']), 'b')).toEqual({ url: 'u1' });
+    expect(reads).toBe(1);
+    const throwing = Object.defineProperty({}, 'url', {
+      get() {
+        throw new Error('secret in a message');
+      },
+      enumerable: true,
+    });
+    expect(fieldOf(() => checkOptions(throwing, new Set(['url']), 'b'))).toBe('b.url');
+    expect(() => checkOptions(throwing, new Set(['url']), 'b')).not.toThrow(/secret/);
+  });
+
+  it('copies own options without running into __proto__, getters or proxies', () => {
+    const parsed = JSON.parse('{"ttl": 1000, "__proto__": {"ttl": 5}}') as unknown;
+    expect(fieldOf(() => copyOwnOptions(parsed, 'options'))).toBe('options.__proto__');
+    expect(copyOwnOptions(Object.create({ ttl: 5 }) as unknown, 'options')).toEqual({});
+    const getter = Object.defineProperty({}, 'ttl', {
+      get() {
+        throw new Error('boom');
+      },
+      enumerable: true,
+    });
+    expect(fieldOf(() => copyOwnOptions(getter, 'options', ''))).toBe('ttl');
+    expect(fieldOf(() => copyOwnOptions(null, 'options'))).toBe('options');
+  });
+
+  it('describes any value without throwing', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    expect(describeValue(proxy)).toBe('object');
+    expect(describeValue(1n)).toBe('bigint 1');
+    expect(describeValue(Symbol('s'))).toBe('symbol');
   });
 });

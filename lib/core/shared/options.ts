@@ -9,7 +9,12 @@ import { MAX_TIMER_MS } from './timers';
 
 /** A plain object (options bags). */
 export function checkObject(value: unknown, field: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  // A revoked proxy throws even from Array.isArray.
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    readOption(field, () => Array.isArray(value))
+  ) {
     throw new LockConfigError(field, `must be an object, got ${describe(value)}`);
   }
   return value as Record<string, unknown>;
@@ -18,7 +23,10 @@ export function checkObject(value: unknown, field: string): Record<string, unkno
 /**
  * An options object (checked under `field`) with only `known` keys: a typo such as `timeout`
  * for `waitTimeout` is refused instead of silently ignored. An unknown key is named
- * `keyPrefix + key` (default `field.key`); `what` says whose option it is not.
+ * `keyPrefix + key` (default `field.key`); `what` says whose option it is not. Returns the
+ * known options read once, here (own or inherited, as property access reads them): a getter
+ * or proxy trap that throws is a refusal naming the option, not a stray error, and what is
+ * validated next is what was read, not a second read that could differ.
  */
 export function checkOptions(
   value: unknown,
@@ -28,10 +36,51 @@ export function checkOptions(
   what = 'unknown option',
 ): Record<string, unknown> {
   const object = checkObject(value, field);
-  for (const name of Object.keys(object)) {
+  for (const name of readOption(field, () => Object.keys(object))) {
     if (!known.has(name)) throw new LockConfigError(`${keyPrefix}${name}`, what);
   }
-  return object;
+  const read = Object.create(null) as Record<string, unknown>;
+  for (const name of known) {
+    const option = readOption(`${keyPrefix}${name}`, () => object[name]);
+    if (option !== undefined) read[name] = option;
+  }
+  return read;
+}
+
+/**
+ * An options object copied by its own enumerable fields, each read once: what `{ ...value }`
+ * does, without its traps. A getter (or proxy trap) that throws is a `LockConfigError` naming
+ * the field; so is an own `__proto__` field (as `JSON.parse` makes), which a copy by
+ * assignment, as Nest's module builder makes, would turn into the copy's prototype, lending it
+ * fields nobody validated. For callers that copy options before validating them (`@Locked`,
+ * `LockModule.forRoot`); fields are named `keyPrefix + name`.
+ */
+export function copyOwnOptions(
+  value: unknown,
+  field: string,
+  keyPrefix = `${field}.`,
+): Record<string, unknown> {
+  const object = checkObject(value, field);
+  const copy: Record<string, unknown> = {};
+  for (const name of readOption(field, () => Object.keys(object))) {
+    if (name === '__proto__') throw new LockConfigError(`${keyPrefix}${name}`, 'unknown option');
+    copy[name] = readOption(`${keyPrefix}${name}`, () => object[name]);
+  }
+  return copy;
+}
+
+/**
+ * Runs `read` (a property read, `Object.keys`, ...) of a value the caller gave; what it throws
+ * (a getter's or a proxy's error) becomes a `LockConfigError` naming `field`. Only the error's
+ * class is quoted: its message is the caller's and could hold anything.
+ */
+export function readOption<T>(field: string, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    const thrown = err instanceof Error ? err.name : typeof err;
+    throw new LockConfigError(field, `could not be read: reading it threw ${thrown}`);
+  }
 }
 
 /**
@@ -85,7 +134,9 @@ export function checkExactlyOne<K extends string>(
   names: readonly K[],
   field: string,
 ): K {
-  const given = names.filter((name) => config[name] !== undefined);
+  const given = names.filter(
+    (name) => readOption(`${field}.${name}`, () => config[name]) !== undefined,
+  );
   if (given.length !== 1) {
     const list = `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
     throw new LockConfigError(field, `set exactly one of ${list}`);
@@ -96,10 +147,19 @@ export function checkExactlyOne<K extends string>(
 /** Short description of a bad value for error messages (never dumps whole objects). */
 export function describe(value: unknown): string {
   if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return `"${value.length > 40 ? value.slice(0, 40) + '…' : value}"`;
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
     return `${typeof value} ${String(value)}`;
   }
+  if (typeof value === 'object' && isArray(value)) return 'an array';
   return typeof value;
+}
+
+/** `Array.isArray`, false for a revoked proxy (which throws from it). */
+function isArray(value: object): boolean {
+  try {
+    return Array.isArray(value);
+  } catch {
+    return false;
+  }
 }

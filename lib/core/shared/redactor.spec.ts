@@ -66,3 +66,10 @@ describe('Redactor', () => {
     expect(redactor.error('plain string')).toMatchObject({ message: 'plain string' });
   });
 });
+
+describe('what util.inspect can reach', () => {
+  it('a redactor never prints its secrets', () => {
+    const redactor = new Redactor([SENTINEL]);
+    expect(inspect(redactor, { depth: Infinity, showHidden: true })).not.toContain(SENTINEL);
+  });
+});

@@ -34,11 +34,12 @@ const MIN_SECRET_LENGTH = 3;
  * itself (ioredis keeps the `AUTH` arguments on it) never leaves the module.
  */
 export class Redactor implements SecretRedactor {
-  private readonly secrets: string[];
+  /** ES-private: `util.inspect` of anything that reaches the redactor cannot print them. */
+  readonly #secrets: string[];
 
   constructor(secrets: Iterable<string> = []) {
     // Longest first, so a secret that contains another is replaced whole.
-    this.secrets = [...new Set(secrets)]
+    this.#secrets = [...new Set(secrets)]
       .filter((s) => s.length >= MIN_SECRET_LENGTH)
       .sort((a, b) => b.length - a.length);
   }
@@ -53,7 +54,7 @@ export class Redactor implements SecretRedactor {
     let out = text.replace(URL_USERINFO, (_m, scheme: string, user: string, pass?: string) =>
       pass === undefined ? `${scheme}${user ? REDACTED : ''}@` : `${scheme}${user}:${REDACTED}@`,
     );
-    for (const secret of this.secrets) out = out.split(secret).join(REDACTED);
+    for (const secret of this.#secrets) out = out.split(secret).join(REDACTED);
     return out;
   }
 

@@ -1,0 +1,261 @@
+import { Logger } from '@nestjs/common';
+import type { SecretRedactor } from '../../core/contract/backend-factory';
+import { withTimeout } from '../../core/shared/timers';
+import type { ConnectionEvent, RedisLikeClient } from './redis-client';
+
+/** Repeats of one connection error logged at most this often. */
+const ERROR_LOG_INTERVAL_MS = 30_000;
+/** Fields of a client error that say what failed (no data): copied onto the error callers get. */
+const WHAT_FAILED = ['code', 'errno', 'syscall', 'address', 'port'] as const;
+
+/** Whose connection errors a {@link RedisConnection} logs. */
+export type ConnectionLogging =
+  /** A client the module created: every connection error, as a (redacted) warning. */
+  | 'always'
+  /**
+   * A client the user passed in: only while nobody else listens for its errors (ioredis would
+   * otherwise print them raw on stderr, and our listener silences that).
+   */
+  | 'unhandled';
+
+/**
+ * Raised instead of sending a command on a client known to be disconnected: it names the
+ * endpoint and why (`connect ECONNREFUSED 127.0.0.1:6390`, `WRONGPASS ...`, the connection
+ * closing), keeps `code`/`errno`/`syscall`/`address`/`port` of the client's error and carries a
+ * redacted copy of it as `cause` (never the client's own error, which can hold `AUTH` arguments).
+ */
+export class RedisNotConnectedError extends Error {
+  /** The client error's code (`ECONNREFUSED`, `ENOTFOUND`...), when it had one. */
+  code?: string | number;
+  /** The client error's errno. */
+  errno?: string | number;
+  /** The system call that failed (`connect`, `getaddrinfo`). */
+  syscall?: string | number;
+  /** The address the client tried. */
+  address?: string | number;
+  /** The port the client tried. */
+  port?: string | number;
+
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'RedisNotConnectedError';
+  }
+}
+
+/**
+ * What a backend knows about one ioredis client's connection, from its events: whether it is
+ * known to be down and why. A client that has seen a connection error (or lost its connection)
+ * since it was last ready is down: {@link RedisConnection.run} then fails a call at once with that
+ * reason instead of leaving it in ioredis's offline queue until `operationTimeout` or the retry
+ * limit ("Reached the max retries per request limit"), and calls already sent when the
+ * connection drops are failed at once too. A client still making its first connection (no
+ * error yet) is not down: its calls wait for it, bounded by the engine. It also logs the
+ * client's connection errors, redacted and at most once per 30 s per message.
+ */
+export class RedisConnection {
+  /** Why the client cannot carry a command, since it was last ready; undefined while usable. */
+  private reason?: unknown;
+  /** An error seen while ready: usually the reason of the `close` that follows it. */
+  private lastError?: unknown;
+  /** Calls sent and not answered yet, failed at once if the connection drops. */
+  private readonly inFlight = new Set<(err: Error) => void>();
+  private readonly downListeners = new Set<() => void>();
+  private readonly readyListeners = new Set<() => void>();
+  private readonly listeners: Array<[ConnectionEvent, (err?: Error) => void]> = [];
+  private readonly logger = new Logger('LockService');
+  private readonly lastLogged = new Map<string, number>();
+
+  constructor(
+    private readonly client: RedisLikeClient,
+    /** `host:port` (or the Cluster's seeds), as the messages name it; already redacted. */
+    readonly endpoint: string,
+    private readonly redactor: SecretRedactor,
+    /** Prefix of log lines, e.g. `redis backend "main"`. */
+    private readonly label: string,
+    private readonly logging: ConnectionLogging,
+  ) {
+    this.listen('ready', () => {
+      this.reason = undefined;
+      this.lastError = undefined;
+      for (const listener of [...this.readyListeners]) listener();
+    });
+    this.listen('error', (err) => {
+      this.log(err);
+      const reason = clusterFailure(err) ?? err;
+      if (this.client.status === 'ready') this.lastError = reason;
+      else this.markDown(reason);
+    });
+    this.listen('node error', (err) => {
+      this.log(err);
+      this.lastError = err;
+    });
+    this.listen('close', () => this.markDown(this.lastError ?? this.reason ?? this.closed()));
+    this.listen('end', () => this.markDown(this.reason ?? this.closed()));
+  }
+
+  /** Known to be unable to carry a command now (see the class comment). */
+  isDown(): boolean {
+    return this.reason !== undefined && this.client.status !== 'ready';
+  }
+
+  /**
+   * Runs one store call: fails at once while the client is down, and fails a call already sent
+   * as soon as the connection drops (ioredis would hold it for a reconnect). `onAbandoned` gets
+   * the call's own promise when it was failed that way, for a late reply that must be undone.
+   */
+  run<T>(call: () => Promise<T>, onAbandoned?: (late: Promise<T>) => void): Promise<T> {
+    if (this.isDown()) return Promise.reject(this.error());
+    const sent = call();
+    return new Promise<T>((resolve, reject) => {
+      const abandon = (err: Error): void => {
+        reject(err);
+        onAbandoned?.(sent);
+      };
+      this.inFlight.add(abandon);
+      sent.then(
+        (value) => {
+          if (this.inFlight.delete(abandon)) resolve(value);
+        },
+        (err: unknown) => {
+          // Down meanwhile: ioredis's own error ("Connection is closed.", the retry limit)
+          // says less than the reason we know.
+          if (this.inFlight.delete(abandon)) reject(this.isDown() ? this.error() : err);
+        },
+      );
+    });
+  }
+
+  /** Calls `listener` each time the client becomes ready; returns the unsubscribe function. */
+  onReady(listener: () => void): () => void {
+    this.readyListeners.add(listener);
+    return () => this.readyListeners.delete(listener);
+  }
+
+  /** Calls `listener` each time the client goes down; returns the unsubscribe function. */
+  onDown(listener: () => void): () => void {
+    this.downListeners.add(listener);
+    return () => this.downListeners.delete(listener);
+  }
+
+  /**
+   * Resolves once the client is ready, is known to be down, or `timeoutMs` passed, whichever
+   * comes first (never rejects): how long bootstrap waits for a node's first connection.
+   */
+  settled(timeoutMs: number): Promise<void> {
+    if (this.client.status === 'ready' || this.isDown()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        offReady();
+        offDown();
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      const offReady = this.onReady(done);
+      const offDown = this.onDown(done);
+    });
+  }
+
+  /**
+   * Resolves once a PING is answered within `timeoutMs`; rejects at once with the reason when
+   * the client is or goes down (startup `'fail'`).
+   */
+  async ready(ping: () => Promise<unknown>, timeoutMs: number): Promise<void> {
+    await withTimeout(this.run(ping), timeoutMs, {
+      onTimeout: () => new Error(`no answer from ${this.endpoint} within ${timeoutMs} ms`),
+    });
+  }
+
+  /** The error a call gets while the client is down. */
+  error(): RedisNotConnectedError {
+    const reason = this.reason;
+    const err = new RedisNotConnectedError(
+      `not connected to ${this.endpoint}: ${this.redactor.message(reason)}`,
+      this.redactor.error(reason),
+    );
+    const source = (typeof reason === 'object' && reason !== null ? reason : {}) as Record<
+      string,
+      unknown
+    >;
+    for (const field of WHAT_FAILED) {
+      const value = source[field];
+      if (typeof value === 'number') err[field] = value;
+      else if (typeof value === 'string') err[field] = this.redactor.text(value);
+    }
+    return err;
+  }
+
+  /** Removes this tracker's listeners (a client the user passed in outlives the backend). */
+  detach(): void {
+    for (const [event, listener] of this.listeners.splice(0)) {
+      this.client.removeListener(event, listener);
+    }
+  }
+
+  private listen(event: ConnectionEvent, listener: (err?: Error) => void): void {
+    this.client.on(event, listener);
+    this.listeners.push([event, listener]);
+  }
+
+  private markDown(reason: unknown): void {
+    this.reason = reason;
+    this.lastError = undefined;
+    if (this.inFlight.size > 0) {
+      const err = this.error();
+      const pending = [...this.inFlight];
+      this.inFlight.clear();
+      for (const abandon of pending) abandon(err);
+    }
+    for (const listener of [...this.downListeners]) listener();
+  }
+
+  /** The reason of a connection that closed without an error (the server went away). */
+  private closed(): Error {
+    return new Error('the connection closed');
+  }
+
+  /** One redacted warning per distinct message per {@link ERROR_LOG_INTERVAL_MS}. */
+  private log(err: unknown): void {
+    if (this.logging === 'unhandled' && (this.client.listenerCount?.('error') ?? 1) > 1) return;
+    const message = this.redactor.message(err);
+    const now = Date.now();
+    if (now - (this.lastLogged.get(message) ?? -Infinity) < ERROR_LOG_INTERVAL_MS) return;
+    this.lastLogged.set(message, now);
+    this.logger.warn(`${this.label}: ${message}`);
+  }
+}
+
+/**
+ * A Cluster that reached none of its nodes says only "Failed to refresh slots cache."; the last
+ * node's error says why (`WRONGPASS ...`, or "Connection is closed." when nothing listens: the
+ * connection that saw `ECONNREFUSED` is one ioredis keeps to itself).
+ */
+function clusterFailure(err: unknown): Error | undefined {
+  const last = (err as { lastNodeError?: unknown } | undefined)?.lastNodeError;
+  if (last === undefined || last === null) return undefined;
+  const failure = new Error(
+    `no node of the cluster answered (last: ${(last as { message?: unknown }).message})`,
+    { cause: last },
+  );
+  for (const field of WHAT_FAILED) {
+    (failure as unknown as Record<string, unknown>)[field] = (last as Record<string, unknown>)[
+      field
+    ];
+  }
+  return failure;
+}
+
+/**
+ * How messages name a client's server: `host:port` of a `Redis`, the seeds of a `Cluster`
+ * (`cluster 10.0.0.1:6379, ...`), redacted (a seed may be a URL with a password).
+ */
+export function endpointOf(client: RedisLikeClient, redactor: SecretRedactor): string {
+  if (client.startupNodes) {
+    const seeds = client.startupNodes.map((node) =>
+      typeof node === 'string' ? node : `${node.host ?? '127.0.0.1'}:${node.port ?? 6379}`,
+    );
+    return redactor.text(`cluster ${seeds.join(', ')}`);
+  }
+  const { host, port, path } = client.options ?? {};
+  return redactor.text(path ?? `${host ?? '127.0.0.1'}:${port ?? 6379}`);
+}
