@@ -13,8 +13,8 @@ import { LockBackendError, LockLostError, Locked, type Lock } from '../../lib/in
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import type { ZookeeperBackendConfig } from '../../lib/backends/backend-config';
 import { aborted, settle, sleep, within, type Settled } from '../support/async';
-import { closedPort } from '../support/closed-port';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { findFreePort } from '../../servers/child-processes';
 import { startZkEnsemble, startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
 const SESSION_MS = 4_000;
@@ -105,7 +105,7 @@ async function upAgain(t: LockTestApp, ms = 5_000): Promise<void> {
 
 describe('zookeeper: a store that is down', () => {
   it('a closed port: bootstrap (startup: degraded) and every call fail fast with ECONNREFUSED host:port', async () => {
-    const port = await closedPort();
+    const port = await findFreePort();
     const started = now();
     const t = await createLockApp(zkOptions(`127.0.0.1:${port}`, { startup: 'degraded' }), {
       providers: [Guarded],
@@ -130,7 +130,7 @@ describe('zookeeper: a store that is down', () => {
   }, 30_000);
 
   it("startup: 'fail' rejects bootstrap at once naming the cause; the default waits connectTimeout, then boots", async () => {
-    const port = await closedPort();
+    const port = await findFreePort();
     let started = now();
     const error = await createLockApp(zkOptions(`127.0.0.1:${port}`, { startup: 'fail' })).catch(
       (e: unknown) => e,

@@ -11,8 +11,8 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { ZkClient, ZkModule } from '../../lib/backends/zookeeper/zk-types';
 import type { ZookeeperBackendConfig } from '../../lib/backends/backend-config';
+import { findFreePort } from '../../servers/child-processes';
 import { startZkStandalone, stopAllZk, type ZkNode } from '../../servers/zk-servers';
-import { closedPort } from '../support/closed-port';
 import { leaks, runSecretProbe, SENTINEL } from './probe';
 
 const zk = createRequire(join(process.cwd(), 'package.json'))('node-zookeeper-client') as ZkModule;
@@ -75,7 +75,7 @@ describe('secret probe: zookeeper digest credentials', () => {
   );
 
   it('a closed port, default startup: CONNECTION_LOSS with host:port, nothing leaks', async () => {
-    const port = await closedPort();
+    const port = await findFreePort();
     const result = await runSecretProbe({
       type: 'zookeeper',
       connectionString: `127.0.0.1:${port}`,
@@ -93,7 +93,7 @@ describe('secret probe: zookeeper digest credentials', () => {
   }, 90_000);
 
   it("a closed port, startup: 'fail': bootstrap rejects naming the cause, nothing leaks", async () => {
-    const port = await closedPort();
+    const port = await findFreePort();
     const result = await runSecretProbe({
       type: 'zookeeper',
       connectionString: `127.0.0.1:${port}`,
