@@ -74,9 +74,16 @@ export interface RedlockBackendConfig {
 export interface ZookeeperBackendConfig {
   /** Discriminator. */
   type: 'zookeeper';
-  /** `host:port[,host:port...][/chroot]`. */
+  /**
+   * `host:port[,host:port...][/chroot]`: host names or IPv4 addresses (port default 2181), and
+   * an optional chroot that is a valid znode path; checked at bootstrap.
+   */
   connectionString: string;
-  /** Parent of all lock nodes (default `/nestjs-distributed-lock`). */
+  /**
+   * Parent of all lock nodes (default `/nestjs-distributed-lock`): an absolute znode path with
+   * no `.`/`..` element and no character ZooKeeper refuses (control characters, characters
+   * outside the BMP, private-use and non-characters); checked at bootstrap.
+   */
   rootPath?: string;
   /** Requested session timeout in ms (default 10 000; the server may clamp it to its min/max). */
   sessionTimeout?: number;
@@ -89,8 +96,17 @@ export interface ZookeeperBackendConfig {
   }>;
   /** ACL of created nodes: `'creator'` (default with `auth`: only that identity) or `'open'` (default without). */
   acl?: 'open' | 'creator';
-  /** How long bootstrap waits for the first connection before going on in the background (default 15 000 ms). */
+  /** Longest bootstrap waits for the first connection (default 15 000 ms); see `startup`. */
   connectTimeout?: number;
+  /**
+   * What bootstrap does when the ensemble does not answer. Unset (default): wait up to
+   * `connectTimeout` for a connection, then boot and keep connecting in the background.
+   * `'fail'`: reject bootstrap with a `LockBackendError` naming the cause as soon as every
+   * server refused (or `connectTimeout` passed without a session). `'degraded'`: boot as soon as
+   * every server refused, log the cause, and keep connecting. In every case a lock call made
+   * while the ensemble is known down fails at once with the cause.
+   */
+  startup?: 'fail' | 'degraded';
 }
 
 /**

@@ -18,4 +18,5 @@ runLockConformance({
   capabilities: { leaseBased: false, fencing: true, waiting: 'queue-first' },
   shortTtl: 600,
   sharedAcrossApps: true,
+  admin: true,
 });

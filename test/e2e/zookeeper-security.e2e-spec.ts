@@ -109,12 +109,36 @@ describe('zookeeper digest auth and ACLs', () => {
       ],
       [{ type: 'zookeeper', connectionString: '127.0.0.1:1', acl: 'creator' }, 'backends.z.acl'],
       [{ type: 'zookeeper', connectionString: '127.0.0.1:1', nope: true }, 'backends.z.nope'],
+      // Found at volume (issue 17): these passed bootstrap, then every call failed.
+      ...['/a\u0000b', '/a\u007fb', '/a\ufffeb', '/a/./b', '/🔒', '/a//b', '/a/'].map(
+        (rootPath): [Record<string, unknown>, string] => [
+          { type: 'zookeeper', connectionString: '127.0.0.1:1', rootPath },
+          'backends.z.rootPath',
+        ],
+      ),
+      ...[
+        '../',
+        '..',
+        'h:0',
+        'h:99999',
+        'a,,b',
+        '[::1]:2181',
+        'h:2181/a/../b',
+        'h:2181/\u0000',
+      ].map((connectionString): [Record<string, unknown>, string] => [
+        { type: 'zookeeper', connectionString },
+        'backends.z.connectionString',
+      ]),
+      [
+        { type: 'zookeeper', connectionString: '127.0.0.1:1', startup: 'sometimes' },
+        'backends.z.startup',
+      ],
     ];
     for (const [config, field] of cases) {
       const err = await createLockApp({ backends: { z: config as never } }).catch(
         (e: unknown) => e,
       );
-      expect(err).toBeInstanceOf(LockConfigError);
+      expect({ config, err }).toEqual({ config, err: expect.any(LockConfigError) });
       expect((err as LockConfigError).field).toBe(field);
     }
   });

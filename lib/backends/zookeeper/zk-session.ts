@@ -1,8 +1,12 @@
 import { Logger } from '@nestjs/common';
+import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
 import { withTimeout } from '../../core/shared/timers';
+import { ZkConnectionState } from './zk-connection-state';
+import { AUTH_FAILED, ZkTimeoutError, ZkUnavailableError } from './zk-errors';
 import {
   zkCode,
+  type ZkChildren,
   type ZkClient,
   type ZkError,
   type ZkEvent,
@@ -18,26 +22,49 @@ export interface ZkSessionOptions {
   /** Path probed for liveness (the lock root). */
   probePath: string;
   label: string;
+  /** Scrubs the configuration's secrets from every line the session logs. */
+  redactor: SecretRedactor;
 }
 
-/** Error raised for a request that got no answer in time (treated like CONNECTION_LOSS). */
-export class ZkTimeoutError extends Error {}
+/**
+ * What a request does while the client has no connection. `'fail-fast'` (the default): wait for
+ * a reconnection under way, but fail at once with the reason ({@link ZkUnavailableError}) once
+ * the ensemble is known down; for calls that start something (acquire, isLocked, inspect,
+ * ping). `'reconnect'`: wait for the connection to come back (bounded by the session timeout);
+ * for what keeps or cleans up a session's own nodes (renewal, release), which may still
+ * succeed if the ensemble answers again before the session expires.
+ */
+export type ConnectionWait = 'fail-fast' | 'reconnect';
+
+/**
+ * What bootstrap does when the ensemble does not answer: `undefined` waits `connectTimeout` for
+ * a connection, then goes on; `'degraded'` goes on as soon as the ensemble is known down;
+ * `'fail'` rejects then (see `ZookeeperBackendConfig.startup`).
+ */
+export type ZkStartup = 'fail' | 'degraded' | undefined;
 
 /**
  * One live ZooKeeper session at a time, with what `node-zookeeper-client` lacks: a liveness
- * timer (the client has no read timeout and notices a dead server late), and a fresh client
- * when the session expires or cannot be trusted any more. `onSessionLost` fires when held
- * ephemeral nodes must be considered gone.
+ * timer (the client has no read timeout and notices a dead server late), a fresh client when
+ * the session expires or cannot be trusted any more, and the reason the ensemble is down
+ * ({@link ZkConnectionState}) so requests fail at once instead of waiting on a client that
+ * retries for ever. `onSessionLost` fires when held ephemeral nodes must be considered gone.
  */
 export class ZkSession {
   private client!: ZkClient;
-  private ready!: Promise<void>;
-  private generation = 0;
+  private state!: ZkConnectionState;
+  private generationCount = 0;
   /** Send time of the newest request that got a reply: the server knew us alive then. */
   private lastAckSentAt = monotonicNow();
   private probeTimer?: NodeJS.Timeout;
   private checkTimer?: NodeJS.Timeout;
   private closed = false;
+  /** Set once per outage, so "ZooKeeper unreachable" is logged once, not per attempt. */
+  private reportedDown = false;
+  /** While bootstrap waits for the first connection (it logs the outcome itself). */
+  private starting = false;
+  /** Callers waiting for the connection state to change. */
+  private readonly waiters = new Set<() => void>();
   private readonly logger = new Logger('LockService');
   private sessionLostListener: (reason: string) => void = () => undefined;
   /** Whether anything depends on the session right now (only then is silence a loss). */
@@ -70,15 +97,54 @@ export class ZkSession {
     }
   }
 
-  /** Creates the first client and waits up to `waitMs` for it to connect (it keeps trying after). */
-  async start(waitMs: number): Promise<void> {
+  /** Number of the current client: it changes when a session is given up for a new one. */
+  get generation(): number {
+    return this.generationCount;
+  }
+
+  /**
+   * Whether ephemeral nodes created under `generation` may still exist: that session was not
+   * given up, and the server heard from it less than a session timeout ago (it expires a
+   * session no sooner than that after it last heard from the client).
+   */
+  mayStillLive(generation: number): boolean {
+    return (
+      generation === this.generationCount &&
+      monotonicNow() - this.lastAckSentAt < this.sessionTimeout
+    );
+  }
+
+  /** Why the ensemble is known down right now, or `undefined`. */
+  unavailable(): ZkUnavailableError | undefined {
+    return this.state.unavailable();
+  }
+
+  /**
+   * Creates the first client and waits up to `waitMs` for it to connect (it keeps trying after);
+   * with a `startup` policy, only until the ensemble is known down, and `'fail'` then rejects
+   * with the reason (the session closed).
+   */
+  async start(waitMs: number, startup: ZkStartup): Promise<void> {
+    this.starting = true;
     this.newClient();
-    await withTimeout(this.ready, waitMs).catch(() => {
-      this.logger.warn(
-        `${this.options.label}: ZooKeeper not reachable yet at ${this.options.connectionString}; retrying in the background`,
-      );
-    });
     this.startLiveness();
+    try {
+      await this.connected(waitMs, startup !== undefined);
+    } catch (err) {
+      this.starting = false;
+      if (startup === 'fail') {
+        await this.close();
+        throw err;
+      }
+      this.reportedDown = true;
+      this.write(
+        'warn',
+        startup === 'degraded'
+          ? `ZooKeeper not reachable at ${this.options.connectionString} (${this.why(err)}); starting degraded: lock calls fail at once until it answers`
+          : `ZooKeeper not reachable yet at ${this.options.connectionString} (${this.why(err)}); retrying in the background`,
+      );
+    }
+    this.starting = false;
   }
 
   async close(): Promise<void> {
@@ -86,6 +152,7 @@ export class ZkSession {
     this.closed = true;
     clearInterval(this.probeTimer);
     clearInterval(this.checkTimer);
+    this.wake();
     this.client.removeAllListeners();
     this.client.close();
   }
@@ -102,34 +169,45 @@ export class ZkSession {
     );
   }
 
-  remove(path: string): Promise<void> {
-    return this.request<void>((c, cb) => c.remove(path, -1, (err) => cb(err, undefined)));
+  remove(path: string, wait: ConnectionWait = 'fail-fast'): Promise<void> {
+    return this.request<void>((c, cb) => c.remove(path, -1, (err) => cb(err, undefined)), wait);
   }
 
-  exists(path: string, watcher?: (e: ZkEvent) => void): Promise<ZkStat | null> {
-    return this.request<ZkStat | null>((c, cb) => c.exists(path, watcher, cb));
+  exists(
+    path: string,
+    watcher?: (e: ZkEvent) => void,
+    wait: ConnectionWait = 'fail-fast',
+  ): Promise<ZkStat | null> {
+    return this.request<ZkStat | null>((c, cb) => c.exists(path, watcher, cb), wait);
   }
 
-  getChildren(path: string): Promise<string[]> {
-    return this.request<string[]>((c, cb) => c.getChildren(path, undefined, cb));
+  getChildren(path: string, wait: ConnectionWait = 'fail-fast'): Promise<string[]> {
+    return this.request<string[]>((c, cb) => c.getChildren(path, undefined, cb), wait);
+  }
+
+  /** Children of `path` with its own stat, read together (one reply: a consistent pair). */
+  children(path: string): Promise<ZkChildren> {
+    return this.request<ZkChildren>((c, cb) =>
+      c.getChildren(path, undefined, (err, names, stat) => cb(err, { names, stat: stat! })),
+    );
   }
 
   private async request<T>(
     send: (client: ZkClient, cb: (err: ZkError | null, result: T) => void) => void,
+    wait: ConnectionWait = 'fail-fast',
   ): Promise<T> {
     if (this.closed) throw new Error('ZooKeeper session closed');
     const timeout = this.sessionTimeout;
-    await withTimeout(this.ready, timeout, {
-      onTimeout: () => new ZkTimeoutError(`not connected within ${timeout} ms`),
-    });
+    if (!this.state.isConnected) await this.connected(timeout, wait === 'fail-fast');
     const sentAt = monotonicNow();
-    const client = this.client;
+    const { client, state } = this;
     const reply = new Promise<T>((resolve, reject) => {
       send(client, (err, result) => {
         // A reply, even an error reply (NO_NODE...), proves the server heard this session at
-        // `sentAt`; connection errors are produced locally and prove nothing.
-        if (!err || !this.isConnectionError(err)) this.acked(sentAt);
-        if (err) reject(err);
+        // `sentAt`; connection errors and AUTH_FAILED are produced locally and prove nothing.
+        const local = err && (this.isConnectionError(err) || zkCode(err) === AUTH_FAILED);
+        if (!local) this.acked(sentAt);
+        if (err) reject(state.explain(err));
         else resolve(result);
       });
     });
@@ -138,7 +216,51 @@ export class ZkSession {
     });
   }
 
-  /** Errors the client makes up itself when it has no answer (nothing reached us). */
+  /**
+   * Waits until the current client is connected, at most `timeoutMs`; with `failFast`, rejects
+   * at once when the ensemble is known down. Refused credentials reject in any case: the client
+   * never reconnects after them.
+   */
+  private async connected(timeoutMs: number, failFast: boolean): Promise<void> {
+    const deadline = monotonicNow() + timeoutMs;
+    for (;;) {
+      if (this.closed) throw new Error('ZooKeeper session closed');
+      const state = this.state;
+      if (state.isConnected) return;
+      const down = state.unavailable();
+      if (down && (failFast || down.getCode() === AUTH_FAILED)) throw down;
+      const left = deadline - monotonicNow();
+      if (left <= 0) {
+        const last = state.lastReason();
+        throw new ZkTimeoutError(
+          `not connected within ${Math.round(timeoutMs)} ms${last ? ` (last: ${last})` : ''}`,
+        );
+      }
+      await this.nextChange(left);
+    }
+  }
+
+  /** Resolves at the next change of connection state (or client), or after `maxMs`. */
+  private nextChange(maxMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, maxMs);
+      this.waiters.add(done);
+    });
+  }
+
+  private wake(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+
+  /**
+   * Errors the client makes up itself when it has no answer (nothing reached us; worth a retry
+   * once connected again). Not AUTH_FAILED: refused credentials are refused for good.
+   */
   isConnectionError(err: unknown): boolean {
     const code = zkCode(err);
     const { CONNECTION_LOSS, SESSION_EXPIRED, OPERATION_TIMEOUT } = this.zk.Exception;
@@ -157,35 +279,61 @@ export class ZkSession {
   // ---- lifecycle ------------------------------------------------------------------------------
 
   private newClient(): void {
-    const generation = ++this.generation;
+    const generation = ++this.generationCount;
     const client = this.zk.createClient(this.options.connectionString, {
       sessionTimeout: this.options.sessionTimeout,
       spinDelay: 100,
       retries: 0,
     });
     guardPacketParser(client);
+    const state = new ZkConnectionState(() => {
+      if (generation === this.generationCount) this.stateChanged(state);
+    });
+    state.observe(client);
     for (const { scheme, credentials } of this.options.auth) {
       client.addAuthInfo(scheme, Buffer.from(credentials));
     }
-    this.ready = new Promise<void>((resolve) => client.once('connected', () => resolve()));
-    this.ready.catch(() => undefined);
-    client.on('state', (state) => {
-      if (generation !== this.generation || this.closed) return;
-      if (state.code === this.zk.State.SYNC_CONNECTED.code) {
+    client.on('state', (zkState) => {
+      if (generation !== this.generationCount || this.closed) return;
+      if (zkState.code === this.zk.State.SYNC_CONNECTED.code) {
         this.lastAckSentAt = monotonicNow();
-      } else if (state.code === this.zk.State.DISCONNECTED.code) {
+        if (this.reportedDown) this.write('log', 'connected to ZooKeeper');
+        this.reportedDown = false;
+        state.markConnected();
+      } else if (zkState.code === this.zk.State.DISCONNECTED.code) {
         // Suspended: the session may survive a reconnect; the liveness timer decides.
-        this.logger.warn(`${this.options.label}: disconnected from ZooKeeper (locks suspended)`);
-        this.ready = new Promise<void>((resolve) => client.once('connected', () => resolve()));
-        this.ready.catch(() => undefined);
-      } else if (state.code === this.zk.State.EXPIRED.code) {
+        const why = state.lastReason();
+        this.write(
+          'warn',
+          `disconnected from ZooKeeper${why ? ` (${why})` : ''}; locks are kept while the session can live (${this.sessionTimeout} ms)`,
+        );
+        state.markDisconnected();
+      } else if (zkState.code === this.zk.State.EXPIRED.code) {
         this.replace('ZooKeeper session expired');
-      } else if (state.code === this.zk.State.AUTH_FAILED.code) {
-        this.logger.error(`${this.options.label}: ZooKeeper authentication failed`);
+      } else if (zkState.code === this.zk.State.AUTH_FAILED.code) {
+        this.write(
+          'error',
+          "ZooKeeper refused the session's credentials (AUTH_FAILED); lock calls fail until the app is restarted with credentials it accepts",
+        );
+        state.markAuthRefused();
       }
     });
     this.client = client;
+    this.state = state;
     client.connect();
+  }
+
+  /** Logs the first time the ensemble is known down in an outage, and wakes waiting callers. */
+  private stateChanged(state: ZkConnectionState): void {
+    const down = state.unavailable();
+    if (down && !this.reportedDown && !this.starting) {
+      this.reportedDown = true;
+      this.write(
+        'warn',
+        `ZooKeeper unreachable (${down.message}); lock calls fail at once until it answers`,
+      );
+    }
+    this.wake();
   }
 
   /**
@@ -199,16 +347,16 @@ export class ZkSession {
   /** Declares held nodes lost and starts over with a new client (and so a new session). */
   private replace(reason: string): void {
     if (this.closed) return;
-    this.logger.warn(
-      `${this.options.label}: ${reason}; held locks are lost, reconnecting with a new session`,
-    );
-    this.sessionLostListener(reason);
+    const text = this.options.redactor.text(reason);
+    this.write('warn', `${text}; held locks are lost, reconnecting with a new session`);
+    this.sessionLostListener(text);
     const old = this.client;
     old.removeAllListeners();
     // Closing sends closeSession if the server is reachable, dropping our ephemeral nodes now.
     old.close();
     this.newClient();
     this.lastAckSentAt = monotonicNow();
+    this.wake();
   }
 
   private startLiveness(): void {
@@ -228,14 +376,24 @@ export class ZkSession {
         // The server expires the session no sooner than `timeout` after it last heard from us,
         // and it heard us no earlier than `lastAckSentAt`: give up a little before that point.
         if (silentFor >= timeout() * 0.9) {
+          const why = this.state.lastReason();
           this.replace(
-            `no reply from ZooKeeper for ${Math.round(silentFor)} ms (session timeout ${timeout()} ms)`,
+            `no reply from ZooKeeper for ${Math.round(silentFor)} ms (session timeout ${timeout()} ms)${why ? `: ${why}` : ''}`,
           );
         }
       },
       Math.max(20, Math.min(200, timeout() / 20)),
     );
     this.checkTimer.unref();
+  }
+
+  /** A log line about this backend, scrubbed of the configuration's secrets. */
+  private write(level: 'log' | 'warn' | 'error', message: string): void {
+    this.logger[level](this.options.redactor.text(`${this.options.label}: ${message}`));
+  }
+
+  private why(err: unknown): string {
+    return this.options.redactor.message(err);
   }
 }
 

@@ -6,8 +6,16 @@
 /** `stat` of a znode; zxids are 8-byte big-endian buffers in this client. */
 export interface ZkStat {
   czxid: Buffer | number;
+  /** Zxid of the last creation or deletion of a child. */
+  pzxid: Buffer | number;
   /** Session id owning an ephemeral node (8-byte buffer). */
   ephemeralOwner?: Buffer | number;
+}
+
+/** A node's children with its own stat, from one reply. */
+export interface ZkChildren {
+  names: string[];
+  stat: ZkStat;
 }
 
 /** A watcher event. */

@@ -1,4 +1,5 @@
 import { LockBackendError } from '../../errors/lock.errors';
+import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
 import { sleep, withTimeout } from '../../core/shared/timers';
 import type {
@@ -8,9 +9,11 @@ import type {
   LockGrant,
   LockLossListener,
   QueuedRequest,
+  StoreLockInfo,
 } from '../../core/contract/lock-backend';
+import { ZkUnavailableError } from './zk-errors';
 import { encodeKey, nodePrefix, sortLockNodes, zxidToNumber } from './zk-paths';
-import type { ZkSession } from './zk-session';
+import type { ConnectionWait, ZkSession } from './zk-session';
 import { zkCode, type ZkModule, type ZkStat } from './zk-types';
 
 /** Longest single wait on a predecessor's watch before re-reading the queue anyway. */
@@ -27,6 +30,16 @@ const OUTAGE_RETRY_MS = 250;
 const TIDY_DELAY_MS = 2_000;
 /** Longest a close() spends removing emptied key nodes. */
 const TIDY_AT_CLOSE_MS = 1_000;
+/**
+ * Longest a waiter that stops (aborted, out of time, failed) waits for its node's deletion
+ * before returning: one round trip when connected; in an outage the deletion goes on in the
+ * background while the caller is answered at once.
+ */
+const LEAVE_QUEUE_WAIT_MS = 250;
+/** Reads `inspect` makes when the holder it found leaves before its stat could be read. */
+const INSPECT_ATTEMPTS = 5;
+/** What {@link untilAborted} resolves when the signal aborted first. */
+const ABORTED = Symbol('aborted');
 
 /**
  * `type: 'zookeeper'`: Curator's InterProcessMutex. Each acquisition creates an ephemeral
@@ -54,12 +67,15 @@ export class ZookeeperLockBackend implements LockBackend {
     private readonly rootPath: string,
     private readonly acls: unknown[],
     private readonly backendName: string,
+    /** Scrubs the configuration's secrets from the loss reasons this backend reports. */
+    private readonly redactor: SecretRedactor,
   ) {
     session.hasHolders = () => this.held.size > 0;
     session.onSessionLost((reason) => {
       const lost = [...this.held.values()];
       this.held.clear();
-      for (const { key, token } of lost) this.lostListener(key, token, reason);
+      const text = this.redactor.text(reason);
+      for (const { key, token } of lost) this.lostListener(key, token, text);
     });
   }
 
@@ -77,10 +93,18 @@ export class ZookeeperLockBackend implements LockBackend {
     const path = await this.createNode(dir, token);
     const { queue, stat } = await this.readQueue(dir, path);
     if (queue[0] === basename(path)) return this.granted(key, token, path, stat);
-    await this.removeQuietly(path); // one try: leave the queue again
+    await this.removeQuietly(dir, token, path); // one try: leave the queue again
     return null;
   }
 
+  /**
+   * Queues (an ephemeral sequential node) and waits for the predecessor's deletion. A call made
+   * while the ensemble is known down fails at once with the reason. A waiter already queued that
+   * loses its connection keeps its place while its session can still live (the node lives with
+   * the session): it goes on in order if the ensemble answers in time, and fails with the reason
+   * once the session cannot have survived. An abort returns at once; the node is deleted then
+   * (or in the background if the ensemble does not answer), so nothing of the waiter stays.
+   */
   async acquire({
     key,
     token,
@@ -91,54 +115,79 @@ export class ZookeeperLockBackend implements LockBackend {
     const dir = this.dirOf(key);
     const deadline = monotonicNow() + waitMs;
     let path: string | undefined;
+    /** The session generation our node belongs to: it lives only as long as that session. */
+    let placedIn = 0;
+    /** A create was lost with its reply, so it may have happened: look for that node first. */
+    let lookFirst = false;
     let watch: PredecessorWatch | undefined;
     try {
       for (;;) {
+        if (signal.aborted) return null;
         const remaining = deadline - monotonicNow();
         try {
-          path ??= await this.createNode(dir, token);
-          const { queue, stat } = await this.readQueue(dir, path);
-          const index = queue.indexOf(basename(path));
+          if (path === undefined) {
+            const creating = this.createNode(dir, token, lookFirst);
+            const created = await untilAborted(creating, signal);
+            if (created === ABORTED) {
+              // The create may still land: take that node out again once it does.
+              void creating.then(
+                (p) => this.removeQuietly(dir, token, p),
+                () => this.removeQuietly(dir, token),
+              );
+              return null;
+            }
+            path = created;
+            placedIn = this.session.generation;
+            lookFirst = false;
+          }
+          const read = await untilAborted(this.readQueue(dir, path), signal);
+          if (read === ABORTED) return null;
+          const index = read.queue.indexOf(basename(path));
           if (index === 0) {
-            const grant = await this.granted(key, token, path, stat);
+            const grant = await this.granted(key, token, path, read.stat);
             path = undefined; // ours now (or removed, if it was an abandoned session's)
             if (grant) return grant;
             continue; // queue again under the current session
           }
-          if (remaining <= 0 || signal.aborted) return null;
+          if (remaining <= 0) return null;
           if (index < 0) {
             // Our node is gone (the session was replaced): queue again.
             path = undefined;
             continue;
           }
           onQueued?.();
-          const predecessor = `${dir}/${queue[index - 1]}`;
+          const predecessor = `${dir}/${read.queue[index - 1]}`;
           // One watch per predecessor: re-arm only when it fired or the predecessor changed
           // (the client keeps every watcher it is given, so one per loop would pile up).
           if (watch?.path !== predecessor || watch.fired) watch = this.watchDeletion(predecessor);
           await this.waitAtMost(watch.done, Math.min(remaining, MAX_WATCH_WAIT_MS), signal);
         } catch (err) {
-          // An outage while queued: keep our place if the session survives, until the deadline.
-          if (!this.session.isConnectionError(err) || remaining <= 0 || signal.aborted) throw err;
+          if (signal.aborted) return null;
+          if (!this.session.isConnectionError(err) || remaining <= 0) throw err;
+          if (path === undefined) lookFirst = true;
+          // The ensemble is known down: fail now with the reason, unless we hold a place in
+          // the queue that our session may still keep (then wait for it, up to the deadline).
+          const keepsPlace = path !== undefined && this.session.mayStillLive(placedIn);
+          if (this.session.unavailable() && !keepsPlace) throw err;
           await sleep(Math.min(remaining, OUTAGE_RETRY_MS), signal);
         }
       }
     } finally {
-      if (path !== undefined) await this.removeQuietly(path);
+      if (path !== undefined) await this.leaveQueue(dir, token, path, placedIn);
     }
   }
 
   async extend(key: string, token: string): Promise<boolean> {
-    // Session-bound: "still ours" means our node still exists (and the session answered).
-    const path = await this.findNode(key, token);
-    return path !== undefined && (await this.session.exists(path)) !== null;
+    // Session-bound: "still ours" means our node still exists (and the session answered). A
+    // renewal waits for a reconnection: the lock is ours as long as the session lives.
+    const path = await this.findNode(key, token, 'reconnect');
+    return path !== undefined && (await this.session.exists(path, undefined, 'reconnect')) !== null;
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    const path = await this.findNode(key, token);
+    const known = this.held.get(slot(key, token))?.path;
     this.held.delete(slot(key, token));
-    if (path === undefined) return false;
-    const removed = await this.removeOwnNode(path);
+    const removed = await this.removeOwn(this.dirOf(key), token, known);
     if (removed) this.tidyLater(this.dirOf(key));
     return removed;
   }
@@ -150,6 +199,57 @@ export class ZookeeperLockBackend implements LockBackend {
       if (zkCode(err) === this.zk.Exception.NO_NODE) return false;
       throw err;
     }
+  }
+
+  /**
+   * The queue as one read sees it: held when the lowest sequence node exists, `fence` its czxid
+   * (the holder's fence), `waiting` the nodes behind it. When free, `fence` is the key node's
+   * pzxid, read in the same reply as its (empty) children: the zxid of the last creation or
+   * deletion of a lock node, so at least every fence handed out for the key so far, and below
+   * the next one (a later node's czxid is a later zxid). `null` when the key node does not
+   * exist (never used, or tidied away): nothing then bounds the key's past fences.
+   */
+  async inspect(key: string): Promise<StoreLockInfo> {
+    const dir = this.dirOf(key);
+    for (let attempt = 1; ; attempt++) {
+      const read = await this.queueOf(dir);
+      if (!read) return { held: false, fence: null, waiting: 0, holders: 0 };
+      if (read.queue.length === 0) {
+        return { held: false, fence: zxidToNumber(read.stat.pzxid), waiting: 0, holders: 0 };
+      }
+      const holder = await this.session.exists(`${dir}/${read.queue[0]}`);
+      if (holder) {
+        const fence = zxidToNumber(holder.czxid);
+        return { held: true, fence, waiting: read.queue.length - 1, holders: 1 };
+      }
+      // The holder left between the two reads: read the queue again.
+      if (attempt >= INSPECT_ATTEMPTS) {
+        throw new Error(`the holder of ${dir} changed under ${attempt} reads in a row`);
+      }
+    }
+  }
+
+  /**
+   * Deletes the holder's node (the lowest in the queue), whoever's it is: the next in line is
+   * granted through its watch, and the old holder's next renewal (an `exists` on that node)
+   * finds it gone, so its signal aborts. With `acl: 'creator'` only the same identity may
+   * delete (ZooKeeper answers NO_AUTH otherwise). `false` when the key was free, or its holder
+   * left before the deletion.
+   */
+  async forceRelease(key: string): Promise<boolean> {
+    const dir = this.dirOf(key);
+    const read = await this.queueOf(dir);
+    if (!read || read.queue.length === 0) return false;
+    const holder = `${dir}/${read.queue[0]}`;
+    try {
+      await this.session.remove(holder);
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return false;
+      throw err;
+    }
+    // A node of this process: not held any more (the engine reports the lease lost itself).
+    for (const [held, entry] of this.held) if (entry.path === holder) this.held.delete(held);
+    return true;
   }
 
   onLost(listener: LockLossListener): void {
@@ -190,6 +290,17 @@ export class ZookeeperLockBackend implements LockBackend {
     this.emptyDirs.set(dir, timer);
   }
 
+  /** A key's queue with the key node's stat, or `null` when the key node does not exist. */
+  private async queueOf(dir: string): Promise<{ queue: string[]; stat: ZkStat } | null> {
+    try {
+      const { names, stat } = await this.session.children(dir);
+      return { queue: sortLockNodes(names), stat };
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return null;
+      throw err;
+    }
+  }
+
   /** The sorted queue and our node's stat, read in one round trip (pipelined). */
   private async readQueue(
     dir: string,
@@ -225,7 +336,7 @@ export class ZookeeperLockBackend implements LockBackend {
     const current = this.session.sessionId;
     const owner = stat.ephemeralOwner;
     if (current && Buffer.isBuffer(owner) && !owner.equals(current)) {
-      await this.removeQuietly(path);
+      await this.removeQuietly(dirname(path), token, path);
       return null;
     }
     this.held.set(slot(key, token), { key, token, path });
@@ -235,13 +346,18 @@ export class ZookeeperLockBackend implements LockBackend {
   /**
    * Creates our queue node. If the key node is missing, create it and retry. If the connection
    * drops mid-request, the create may have happened: look for our protected `_c_<token>-` node
-   * before trying again, so no orphan node ever blocks the queue.
+   * before trying again (and first, with `lookFirst`), so no orphan node ever blocks the queue.
+   * A request refused before it was sent (the ensemble is known down) fails at once.
    */
-  private async createNode(dir: string, token: string): Promise<string> {
+  private async createNode(dir: string, token: string, lookFirst = false): Promise<string> {
     const tidy = this.emptyDirs.get(dir);
     if (tidy) {
       clearTimeout(tidy);
       this.emptyDirs.delete(dir);
+    }
+    if (lookFirst) {
+      const existing = await this.findInDir(dir, token);
+      if (existing) return existing;
     }
     let lastError: unknown;
     for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
@@ -259,7 +375,7 @@ export class ZookeeperLockBackend implements LockBackend {
           });
           continue;
         }
-        if (!this.session.isConnectionError(err)) throw err;
+        if (!this.session.isConnectionError(err) || notSent(err)) throw err;
         const existing = await this.findInDir(dir, token).catch(() => undefined);
         if (existing) return existing;
       }
@@ -267,14 +383,24 @@ export class ZookeeperLockBackend implements LockBackend {
     throw lastError;
   }
 
-  private async findNode(key: string, token: string): Promise<string | undefined> {
-    return this.held.get(slot(key, token))?.path ?? (await this.findInDir(this.dirOf(key), token));
+  private async findNode(
+    key: string,
+    token: string,
+    wait: ConnectionWait,
+  ): Promise<string | undefined> {
+    return (
+      this.held.get(slot(key, token))?.path ?? (await this.findInDir(this.dirOf(key), token, wait))
+    );
   }
 
-  private async findInDir(dir: string, token: string): Promise<string | undefined> {
+  private async findInDir(
+    dir: string,
+    token: string,
+    wait: ConnectionWait = 'fail-fast',
+  ): Promise<string | undefined> {
     let children: string[];
     try {
-      children = await this.session.getChildren(dir);
+      children = await this.session.getChildren(dir, wait);
     } catch (err) {
       if (zkCode(err) === this.zk.Exception.NO_NODE) return undefined;
       throw err;
@@ -317,24 +443,37 @@ export class ZookeeperLockBackend implements LockBackend {
   }
 
   /**
-   * Deletes a node of ours, whatever the connection does: on a session store nothing else would
-   * ever remove it while our session lives, and it would block the queue for good. Retries
-   * through connection loss (a NO_NODE after a lost reply means our delete went through); if
-   * it still cannot, ends the session, which removes the node with it. `false` = it was not
-   * there (not ours any more).
+   * Deletes the node of `token` in `dir` (at `known`, else looked up), whatever the connection
+   * does: on a session store nothing else would ever remove it while our session lives, and it
+   * would block the queue for good. Retries through connection loss, waiting for reconnections
+   * (a NO_NODE after a lost reply means our delete went through); if it still cannot, ends the
+   * session, which removes the node with it, unless the node belongs to a session already given
+   * up (`generation`): that one's end takes it. `false` = it was not there (not ours any more).
    */
-  private async removeOwnNode(path: string): Promise<boolean> {
+  private async removeOwn(
+    dir: string,
+    token: string,
+    known?: string,
+    generation = this.session.generation,
+  ): Promise<boolean> {
+    let path = known;
     let replyLost = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.session.remove(path);
+        path ??= await this.findInDir(dir, token, 'reconnect');
+        if (path === undefined) return false;
+        await this.session.remove(path, 'reconnect');
         return true;
       } catch (err) {
         if (zkCode(err) === this.zk.Exception.NO_NODE) return replyLost;
         if (!this.session.isConnectionError(err)) throw err;
-        replyLost = true;
+        replyLost = path !== undefined;
         if (attempt >= REMOVE_ATTEMPTS) {
-          this.session.abandon(`could not delete ${path} (${(err as Error).message})`);
+          if (generation === this.session.generation) {
+            this.session.abandon(
+              `could not delete ${path ?? `the node of a lost create in ${dir}`} (${(err as Error).message})`,
+            );
+          }
           return true; // the session's end removes it
         }
         await sleep(REMOVE_RETRY_MS * attempt);
@@ -342,9 +481,60 @@ export class ZookeeperLockBackend implements LockBackend {
     }
   }
 
-  private async removeQuietly(path: string): Promise<void> {
-    await this.removeOwnNode(path).catch(() => undefined);
+  private async removeQuietly(
+    dir: string,
+    token: string,
+    known?: string,
+    generation?: number,
+  ): Promise<void> {
+    await this.removeOwn(dir, token, known, generation).catch(() => undefined);
   }
+
+  /**
+   * A waiter leaves the queue: its node is deleted, waited for up to LEAVE_QUEUE_WAIT_MS (one
+   * round trip when connected); an ensemble that does not answer is not waited on, the
+   * deletion goes on in the background.
+   */
+  private async leaveQueue(
+    dir: string,
+    token: string,
+    path: string,
+    generation: number,
+  ): Promise<void> {
+    await withTimeout(this.removeQuietly(dir, token, path, generation), LEAVE_QUEUE_WAIT_MS).catch(
+      () => undefined,
+    );
+  }
+}
+
+/**
+ * `work`'s result, or {@link ABORTED} as soon as `signal` aborts (the work goes on; a failure
+ * after the abort is ignored).
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.resolve(ABORTED);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(ABORTED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/** A request refused before it was sent: the ensemble is known down, nothing happened. */
+function notSent(err: unknown): boolean {
+  return err instanceof ZkUnavailableError && !err.sent;
 }
 
 /** A watch armed on a waiter's predecessor node. */
@@ -356,6 +546,10 @@ interface PredecessorWatch {
 
 function slot(key: string, token: string): string {
   return `${key}\u0000${token}`;
+}
+
+function dirname(path: string): string {
+  return path.slice(0, path.lastIndexOf('/'));
 }
 
 function basename(path: string): string {

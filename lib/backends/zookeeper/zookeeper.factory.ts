@@ -1,8 +1,9 @@
-import { LockConfigError } from '../../errors/lock.errors';
+import { LockBackendError, LockConfigError } from '../../errors/lock.errors';
 import type { BackendFactory } from '../../core/contract/backend-factory';
 import { loadOptionalPackage } from '../../core/shared/optional-package';
 import { checkDuration, checkOptions } from '../../core/shared/options';
 import type { ZookeeperBackendConfig } from '../backend-config';
+import { connectionStringProblem, znodePathProblem } from './zk-config-checks';
 import { ZkSession } from './zk-session';
 import type { ZkModule } from './zk-types';
 import { ZookeeperLockBackend } from './zookeeper.backend';
@@ -15,6 +16,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'auth',
   'acl',
   'connectTimeout',
+  'startup',
 ]);
 const DEFAULT_ROOT = '/nestjs-distributed-lock';
 const DEFAULT_SESSION_TIMEOUT_MS = 10_000;
@@ -25,20 +27,25 @@ export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
   validate(config, field) {
     checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a zookeeper backend');
     const cs = config.connectionString;
-    if (typeof cs !== 'string' || !/^[^\s,/]+(,[^\s,/]+)*(\/\S*)?$/.test(cs)) {
+    const csProblem =
+      typeof cs === 'string' ? connectionStringProblem(cs) : 'is required (a string)';
+    if (csProblem) {
       throw new LockConfigError(
         `${field}.connectionString`,
-        'must be "host:port[,host:port...][/chroot]"',
+        `must be "host:port[,host:port...][/chroot]": ${csProblem}`,
       );
     }
     const root = config.rootPath;
-    if (
-      root !== undefined &&
-      (typeof root !== 'string' || !/^(\/[^/\s]+)+$/.test(root) || /\/\.\.?(\/|$)/.test(root))
-    ) {
+    const rootProblem =
+      root === undefined
+        ? undefined
+        : typeof root === 'string'
+          ? znodePathProblem(root)
+          : 'is not a string';
+    if (rootProblem) {
       throw new LockConfigError(
         `${field}.rootPath`,
-        'must be an absolute znode path such as "/locks" (no trailing "/", no "." or "..")',
+        `must be an absolute znode path such as "/locks": ${rootProblem}`,
       );
     }
     for (const opt of ['sessionTimeout', 'connectTimeout'] as const) {
@@ -65,6 +72,13 @@ export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
     if (config.acl !== undefined && config.acl !== 'open' && config.acl !== 'creator') {
       throw new LockConfigError(`${field}.acl`, "must be 'open' or 'creator'");
     }
+    if (
+      config.startup !== undefined &&
+      config.startup !== 'fail' &&
+      config.startup !== 'degraded'
+    ) {
+      throw new LockConfigError(`${field}.startup`, "must be 'fail' or 'degraded'");
+    }
     if (config.acl === 'creator' && !config.auth?.length) {
       throw new LockConfigError(
         `${field}.acl`,
@@ -73,7 +87,7 @@ export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
     }
   },
 
-  async create(config, name) {
+  async create(config, name, { redactor }) {
     const field = `backends.${name}`;
     const zk = await loadOptionalPackage<ZkModule>(
       'node-zookeeper-client',
@@ -95,8 +109,17 @@ export const zookeeperBackendFactory: BackendFactory<ZookeeperBackendConfig> = {
       auth,
       probePath: '/',
       label: `zookeeper backend "${name}"`,
+      redactor,
     });
-    await session.start(config.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS);
-    return new ZookeeperLockBackend(zk, session, rootPath, acls, name);
+    try {
+      await session.start(config.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS, config.startup);
+    } catch (err) {
+      throw new LockBackendError(
+        name,
+        `ZooKeeper unreachable at startup (startup: 'fail'): ${redactor.message(err)}`,
+        { cause: redactor.error(err) },
+      );
+    }
+    return new ZookeeperLockBackend(zk, session, rootPath, acls, name, redactor);
   },
 };
