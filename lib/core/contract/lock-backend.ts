@@ -99,7 +99,10 @@ export interface GrantRequest {
 export interface QueuedRequest extends GrantRequest {
   /** Longest wait in ms (`Infinity`: until granted or aborted). */
   readonly waitMs: number;
-  /** Aborts the wait (shutdown); the backend then leaves its queue and resolves `null`. */
+  /**
+   * Aborts the wait (the caller's signal, or shutdown): the backend stops waiting at once, leaves
+   * its queue (no entry, node or pinned connection left) and resolves `null`.
+   */
   readonly signal: AbortSignal;
   /** Called (at most once matters) when the lock was found busy and the caller starts waiting. */
   readonly onQueued?: () => void;
