@@ -45,9 +45,11 @@ export class ForUpdateStrategy implements SessionStrategy {
       held = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
       return held;
     } finally {
+      // A failure here rejects the take, and the backend then discards the connection: a
+      // session left in its transaction must never go back to the pool.
       if (!held) {
-        await runner.rollbackTransaction().catch(() => undefined);
-        if (!postgres) await restoreMysql(db, runner, key).catch(() => undefined);
+        await runner.rollbackTransaction();
+        if (!postgres) await restoreMysql(db, runner, key);
       }
     }
   }

@@ -94,7 +94,10 @@ export class SqlLockBackend implements LockBackend {
     try {
       return await this.#strategy.release(pinned.db, pinned.runner, key);
     } catch {
-      return false; // the connection was gone: so was the lock
+      // The connection is gone, and the lock with it; or it failed half-way and its session
+      // may still hold the row (and an open transaction): never hand that to the pool.
+      discardConnection(pinned.runner);
+      return false;
     } finally {
       await this.#pins.drop(pinned);
     }
@@ -216,6 +219,8 @@ export class SqlLockBackend implements LockBackend {
     } catch (err) {
       if (!watch?.ending) {
         watch?.stop();
+        // A take that failed may have left its session in a transaction, or holding the row.
+        discardConnection(runner);
         await this.#pins.unpin(runner);
         throw err;
       }
@@ -233,7 +238,7 @@ export class SqlLockBackend implements LockBackend {
       if (taken && !signal?.aborted) grant = await this.#pins.grant(db, key, token, runner);
     } finally {
       if (grant === null) {
-        if (taken) await strategy.release(db, runner, key).catch(() => undefined);
+        if (taken) await strategy.release(db, runner, key).catch(() => discardConnection(runner));
         await this.#pins.unpin(runner);
       }
     }
