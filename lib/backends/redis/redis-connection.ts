@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
+import { monotonicNow } from '../../core/shared/clock';
 import { withTimeout } from '../../core/shared/timers';
 import type { ConnectionEvent, RedisLikeClient } from './redis-client';
 
@@ -218,7 +219,7 @@ export class RedisConnection {
   private log(err: unknown): void {
     if (this.logging === 'unhandled' && (this.client.listenerCount?.('error') ?? 1) > 1) return;
     const message = this.redactor.message(err);
-    const now = Date.now();
+    const now = monotonicNow(); // a wall-clock step must not silence or repeat warnings
     if (now - (this.lastLogged.get(message) ?? -Infinity) < ERROR_LOG_INTERVAL_MS) return;
     this.lastLogged.set(message, now);
     this.logger.warn(`${this.label}: ${message}`);
