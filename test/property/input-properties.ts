@@ -82,7 +82,11 @@ export function runInputProperties(target: InputPropertyTarget): void {
       teardown = created.teardown;
       config = created.config;
       app = await createLockApp(
-        { backends: { [BACKEND]: created.config }, keyPrefix },
+        // The engine's bound on one store call is the property's own bound on a whole call:
+        // with the 5 s default, a machine starved by the rest of the suite (an over-capacity
+        // multi-key call makes ~150 round trips on a session store) turned a slow answer into
+        // a store failure; a call that really hangs still fails the property at callMs.
+        { backends: { [BACKEND]: created.config }, keyPrefix, operationTimeout: target.callMs },
         { providers: [LockedJobs] },
       );
       const backend = app.manager.getBackend(BACKEND);
