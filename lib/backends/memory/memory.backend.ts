@@ -82,6 +82,10 @@ export class MemoryLockBackend implements LockBackend {
     return true;
   }
 
+  async extendMany(requests: readonly GrantRequest[]): Promise<readonly boolean[]> {
+    return Promise.all(requests.map((r) => this.extend(r.key, r.token, r.ttlMs)));
+  }
+
   async release(key: string, token: string): Promise<boolean> {
     const entry = this.entries.get(key);
     if (!entry?.owner || entry.owner.token !== token) return false;

@@ -24,6 +24,16 @@ export interface LockBackend {
   /** Renew the lease to `ttlMs` if `token` still owns `key`; `false` = no longer ours. */
   extend(key: string, token: string, ttlMs: number): Promise<boolean>;
 
+  /**
+   * Renews many leases in one round trip (per node, where the store has several): the engine's
+   * renewal tick hands over every lease on this backend that is due. One result per request, in
+   * order: `true` renewed to its `ttlMs`, `false` that lease is no longer ours (lost), an `Error`
+   * that lease's renewal failed without an answer (retried, like a rejected `extend`). Rejects
+   * when the whole batch failed. Each lease is renewed only if its own token still holds it.
+   * Optional: without it the engine calls `extend` once per lease.
+   */
+  extendMany?(requests: readonly GrantRequest[]): Promise<readonly (boolean | Error)[]>;
+
   /** Release if `token` owns `key`; `false` = it was not ours (expired or taken). Never frees another owner's lock. */
   release(key: string, token: string): Promise<boolean>;
 
