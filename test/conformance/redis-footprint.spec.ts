@@ -219,14 +219,19 @@ describe('redis (single node): fence buckets and extendMany', () => {
     await sleep(100);
     await grant('fp:x:stolen', 5_000); // someone else's now
     expect(await backend.forceRelease!('fp:x:forced')).toBe(true);
+    await raw.hset(redisLockNames('fp:x:typed').lock, 'x', '1'); // a key of another type
     const results = await backend.extendMany!([
       { key: 'fp:x:ours', token: ours, ttlMs: 60_000 },
       { key: 'fp:x:expired', token: expired, ttlMs: 60_000 },
       { key: 'fp:x:stolen', token: stolen, ttlMs: 60_000 },
       { key: 'fp:x:forced', token: forced, ttlMs: 60_000 },
       { key: 'fp:x:never', token: token(), ttlMs: 60_000 },
+      { key: 'fp:x:typed', token: token(), ttlMs: 60_000 },
     ]);
-    expect(results).toEqual([true, false, false, false, false]);
+    expect(results.slice(0, 5)).toEqual([true, false, false, false, false]);
+    // That lease fails alone (retried by the engine), as a single extend would reject.
+    expect(results[5]).toBeInstanceOf(Error);
+    expect((results[5] as Error).message).toMatch(/^WRONGTYPE/);
     expect(await raw.pttl(redisLockNames('fp:x:ours').lock)).toBeGreaterThan(55_000);
     expect(await raw.pttl(redisLockNames('fp:x:stolen').lock)).toBeLessThanOrEqual(5_000);
     expect(await raw.exists(redisLockNames('fp:x:expired').lock)).toBe(0);

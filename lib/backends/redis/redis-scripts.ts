@@ -162,14 +162,18 @@ export const EXTEND_BATCH = 1_000;
 
 /**
  * KEYS: n locks · ARGV: n tokens, then n ttls (ms). Renews each lock only if its own token
- * holds it: one 1 (renewed) or 0 (not ours) per key, in order. One call renews a whole batch
- * of leases (on a Cluster, those of one slot).
+ * holds it: per key, in order, 1 (renewed), 0 (not ours), or the error its key got as a string
+ * (a key of another type: that lease fails alone, not the whole batch). One call renews a whole
+ * batch of leases (on a Cluster, those of one slot).
  */
 export const EXTEND_MANY = script(`${HOLDER_LUA}
 local n = #KEYS
 local renewed = {}
 for i = 1, n do
-  if owns(redis.call('get', KEYS[i]), ARGV[i]) then
+  local current = redis.pcall('get', KEYS[i])
+  if type(current) == 'table' and current.err then
+    renewed[i] = current.err
+  elseif owns(current, ARGV[i]) then
     renewed[i] = redis.call('pexpire', KEYS[i], ARGV[n + i])
   else
     renewed[i] = 0
@@ -177,6 +181,18 @@ for i = 1, n do
 end
 return renewed
 `);
+
+/**
+ * A per-key answer of a batch script (`EXTEND_MANY`, Redlock's `RENEW_COPIES`): an error the
+ * key got is returned as its message (a string) and raised here as the `ReplyError` a single
+ * call would have rejected with.
+ */
+export function keyError(reply: unknown): Error | undefined {
+  if (typeof reply !== 'string') return undefined;
+  const err = new Error(reply);
+  err.name = 'ReplyError';
+  return err;
+}
 
 /**
  * KEYS/ARGV: see the queue prelude, ARGV: token, bucket count. Deletes only our own lock and

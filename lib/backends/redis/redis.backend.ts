@@ -35,6 +35,7 @@ import {
   EXTEND_MANY,
   FORCE_RELEASE,
   INSPECT,
+  keyError,
   LEAVE_QUEUE,
   RELEASE,
   type RedisScript,
@@ -290,8 +291,11 @@ export class RedisLockBackend implements LockBackend {
           calls.forEach(({ indices }, j) => {
             const reply = replies[j];
             indices.forEach((i, k) => {
-              results[i] =
-                reply instanceof Error ? reply : Number((reply as unknown[])[k]) === 1;
+              if (reply instanceof Error) results[i] = reply;
+              else {
+                const answer = (reply as unknown[])[k];
+                results[i] = keyError(answer) ?? Number(answer) === 1;
+              }
             });
           });
         } catch (err) {

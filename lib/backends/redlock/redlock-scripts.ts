@@ -8,15 +8,18 @@ import { FENCE_LUA, HOLDER_LUA, script } from '../redis/redis-scripts';
  * KEYS: n locks · ARGV: n tokens, then n ttls (ms). Renews this node's copies of our locks:
  * per key two entries, `1, <value>` renewed (the value, to put missing copies back with),
  * `0, ''` no copy here (the node restarted empty, or the copy expired), `-1, ''` someone
- * else's. A missing copy is not created here: only once a quorum renewed (see
+ * else's, `-2, <error>` the key's own error (a key of another type: that lease fails on this
+ * node alone, not the whole batch). A missing copy is not created here: only once a quorum renewed (see
  * {@link RESTORE_COPIES}), or a lock freed on every node (`forceRelease`) would come back.
  */
 export const RENEW_COPIES = script(`${HOLDER_LUA}
 local n = #KEYS
 local out = {}
 for i = 1, n do
-  local current = redis.call('get', KEYS[i])
-  if owns(current, ARGV[i]) then
+  local current = redis.pcall('get', KEYS[i])
+  if type(current) == 'table' and current.err then
+    out[2 * i - 1], out[2 * i] = -2, current.err
+  elseif owns(current, ARGV[i]) then
     redis.call('pexpire', KEYS[i], ARGV[n + i])
     out[2 * i - 1], out[2 * i] = 1, current
   elseif not current then

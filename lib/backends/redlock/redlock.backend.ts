@@ -25,7 +25,7 @@ import {
   fenceCounterName,
 } from '../redis/fence-buckets';
 import { legacyFenceOwner, redisLockNames, type RedisLockNames } from '../redis/redis-keys';
-import { CARRY_LEGACY, EXTEND_BATCH } from '../redis/redis-scripts';
+import { CARRY_LEGACY, EXTEND_BATCH, keyError } from '../redis/redis-scripts';
 import { fenceOf, tokenOf } from './lock-value';
 import {
   DELETE_COPY,
@@ -187,11 +187,11 @@ export class RedlockLockBackend implements LockBackend {
     const answers = await this.onEveryNode(async (client) => {
       const replies = await runScriptBatch(client, RENEW_COPIES, calls);
       return replies.flatMap((reply, j) =>
-        calls[j].keys.map((_, k): [number, string] | Error =>
-          reply instanceof Error
-            ? reply
-            : [Number((reply as unknown[])[2 * k]), String((reply as unknown[])[2 * k + 1])],
-        ),
+        calls[j].keys.map((_, k): [number, string] | Error => {
+          if (reply instanceof Error) return reply;
+          const [code, value] = [(reply as unknown[])[2 * k], (reply as unknown[])[2 * k + 1]];
+          return Number(code) === -2 ? keyError(value)! : [Number(code), String(value)];
+        }),
       );
     });
     const restores = new Map<QuorumNode, Array<{ request: GrantRequest; value: string }>>();
