@@ -8,13 +8,12 @@ import { redisBackendFactory } from '../../lib/backends/redis/redis.factory';
 import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 import type { RedisBackendConfig } from '../../lib/backends/backend-config';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
 import {
-  bucketMates,
-  evalshaCalls,
-  footprint,
-  lockAndRelease,
-} from '../support/fence-footprint';
-import { redisCommand, startRedisCluster, type RedisClusterHandle } from '../../servers/redis-servers';
+  redisCommand,
+  startRedisCluster,
+  type RedisClusterHandle,
+} from '../../servers/redis-servers';
 
 // Issue 18 on a three-master Redis Cluster of its own: one fence counter per hash slot, in
 // that slot (so every script stays single-slot), however many keys; fences of a key rise
@@ -167,7 +166,14 @@ describe('redis cluster: fence counters per hash slot and extendMany', () => {
     const owner = await Promise.all(leases.map((r) => masterOf(redisLockNames(r.key).slot)));
     const refusing = owner[0];
     // That master's default user may no longer run scripts (it still answers everything else).
-    await redisCommand(cluster.nodes[refusing].port, 'ACL', 'SETUSER', 'default', '-evalsha', '-eval');
+    await redisCommand(
+      cluster.nodes[refusing].port,
+      'ACL',
+      'SETUSER',
+      'default',
+      '-evalsha',
+      '-eval',
+    );
     try {
       const results = await backend.extendMany!(leases);
       results.forEach((result, i) => {

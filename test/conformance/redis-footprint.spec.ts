@@ -12,12 +12,7 @@ import {
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import {
-  bucketMates,
-  evalshaCalls,
-  footprint,
-  lockAndRelease,
-} from '../support/fence-footprint';
+import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
 import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
 
 // Issue 18 on one Redis node of its own (so DBSIZE and INFO count only this spec's keys and

@@ -7,12 +7,7 @@ import { FENCE_BUCKETS_META, fenceCounterName } from '../../lib/backends/redis/f
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import type { RedlockLockBackend } from '../../lib/backends/redlock/redlock.backend';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import {
-  bucketMates,
-  evalshaCalls,
-  footprint,
-  lockAndRelease,
-} from '../support/fence-footprint';
+import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
 import { startRedisNodes, type RedisNode } from '../../servers/redis-servers';
 
 // Issue 18 on Redlock over three redis-server processes of its own: each node keeps at most

@@ -88,7 +88,9 @@ export async function runScriptBatch(
 ): Promise<Array<unknown>> {
   if (!client.pipeline) {
     return Promise.all(
-      calls.map((c) => runScript(client, script, c.keys, c.args).catch((err: unknown) => toError(err))),
+      calls.map((c) =>
+        runScript(client, script, c.keys, c.args).catch((err: unknown) => toError(err)),
+      ),
     );
   }
   const send = async (

@@ -312,8 +312,7 @@ export class RedisLockBackend implements LockBackend {
     const names = redisLockNames(key);
     return this.fenced(
       async (count) =>
-        Number(await this.script(RELEASE, this.queueKeys(names, count), [token, count ?? 0])) ===
-        1,
+        Number(await this.script(RELEASE, this.queueKeys(names, count), [token, count ?? 0])) === 1,
     );
   }
 
@@ -344,8 +343,7 @@ export class RedisLockBackend implements LockBackend {
     const names = redisLockNames(key);
     return this.fenced(
       async (count) =>
-        Number(await this.script(FORCE_RELEASE, this.queueKeys(names, count), [count ?? 0])) ===
-        1,
+        Number(await this.script(FORCE_RELEASE, this.queueKeys(names, count), [count ?? 0])) === 1,
     );
   }
 
