@@ -39,6 +39,7 @@ import { lostLock } from './battery/lost-lock';
 import { multiKey } from './battery/multi-key';
 import { mutualExclusion } from './battery/mutual-exclusion';
 import { ownership } from './battery/ownership';
+import { renewalBatching } from './battery/renewal-batching';
 import { waiting } from './battery/waiting';
 
 export type { ConformanceTarget } from './battery/fixture';
@@ -54,6 +55,7 @@ const CONCERNS = [
   cancellation,
   multiKey,
   lostLock,
+  renewalBatching,
   health,
   keyContent,
   admin,

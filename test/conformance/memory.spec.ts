@@ -4,6 +4,7 @@ runLockConformance({
   name: 'memory',
   setup: async () => ({ config: { type: 'memory' } }),
   capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
+  batchedRenewal: true,
   shortTtl: 300,
   admin: true,
 });

@@ -61,6 +61,38 @@ describe('zookeeper key node tidying', () => {
     }
   });
 
+  it('bounded footprint: after thousands of distinct keys are locked and released, nothing is left under the root', async () => {
+    const children = () =>
+      new Promise<string[]>((resolve, reject) =>
+        raw.getChildren(ROOT, (err, names) => (err ? reject(err) : resolve(names))),
+      );
+    const app = await createLockApp(options);
+    try {
+      const n = 3_000;
+      let fence = 0;
+      for (let i = 0; i < n; i += 100) {
+        const locks = await Promise.all(
+          Array.from({ length: 100 }, (_, j) => app.locks.acquire(`order:${i + j}`)),
+        );
+        for (const lock of locks) fence = Math.max(fence, lock.fence as number);
+        await Promise.all(locks.map((lock) => lock.release()));
+      }
+      // Every key had its node while it was used...
+      expect((await children()).length).toBeGreaterThan(0);
+      // ...and the tidy-up removes them about 2 s after their release: the store's footprint
+      // goes back to nothing, whatever the number of keys.
+      const deadline = performance.now() + 15_000;
+      while ((await children()).length > 0 && performance.now() < deadline) await sleep(250);
+      expect(await children()).toEqual([]);
+      // Fences keep rising for a key whose node was removed (they are the node's czxid).
+      const again = await app.locks.acquire('order:0');
+      expect(again.fence as number).toBeGreaterThan(fence);
+      await again.release();
+    } finally {
+      await app.close();
+    }
+  }, 60_000);
+
   it('close() removes the key nodes still waiting for removal', async () => {
     const app = await createLockApp(options);
     await (await app.locks.acquire('at-close')).release();

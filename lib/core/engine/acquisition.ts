@@ -18,6 +18,7 @@ import type { LockContext } from './lock-context';
 import type { LockEvents } from './lock-events';
 import { LockHandle } from './lock-handle';
 import type { LockRequest } from './lock-request';
+import type { RenewalSchedulers } from './renewal-scheduler';
 import type { ShutdownCoordinator } from './shutdown-coordinator';
 import { toLockError } from './store-error';
 
@@ -33,6 +34,8 @@ export interface AcquisitionDeps {
   readonly operationTimeout: number;
   /** Scrubs secrets from store errors. */
   readonly redactor: SecretRedactor;
+  /** Keeps the time of held leases and renews them, per backend. */
+  readonly renewals: RenewalSchedulers;
 }
 
 /**
@@ -207,21 +210,26 @@ export class Acquisition {
       backend.release(fullKey, token).catch(() => undefined);
       return null;
     }
-    const lease = new Lease(this.deps.reporter, HeldLeases.slot(backendName, fullKey, token), {
-      backendName,
-      backend,
-      key,
-      fullKey,
-      token,
-      fence,
-      ttl: req.ttl,
-      startedAt: from,
-      validityMs: validity,
-      autoRenew: req.autoRenew,
-      lockAtLeastFor: req.lockAtLeastFor,
-      maxHold: req.maxHold,
-      operationTimeout: this.deps.operationTimeout,
-    });
+    const lease = new Lease(
+      this.deps.reporter,
+      HeldLeases.slot(backendName, fullKey, token),
+      {
+        backendName,
+        backend,
+        key,
+        fullKey,
+        token,
+        fence,
+        ttl: req.ttl,
+        startedAt: from,
+        validityMs: validity,
+        autoRenew: req.autoRenew,
+        lockAtLeastFor: req.lockAtLeastFor,
+        maxHold: req.maxHold,
+        operationTimeout: this.deps.operationTimeout,
+      },
+      this.deps.renewals.for(backend),
+    );
     this.deps.held.add(lease);
     lease.start(short);
     this.deps.reporter.acquired(lease, monotonicNow() - startedAt);

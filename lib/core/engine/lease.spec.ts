@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { LockBackendError, type LockError, LockLostError } from '../../errors/lock.errors';
 import type { LockBackend, LockBackendCapabilities } from '../contract/lock-backend';
 import { Lease, type LeaseGrantInfo, type LeaseHost } from './lease';
+import { RenewalScheduler } from './renewal-scheduler';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -75,21 +76,26 @@ afterEach(() => {
 function grant(store = new FakeStore(), info: Partial<LeaseGrantInfo> = {}) {
   const host = new FakeHost();
   const ttl = info.ttl ?? 300;
-  const lease = new Lease(host, 'slot', {
-    backendName: 'b',
-    backend: store,
-    key: 'k',
-    fullKey: 'p:k',
-    token: 'tok',
-    fence: 7,
-    ttl,
-    startedAt: performance.now(),
-    validityMs: Lease.validityOf(store, ttl),
-    autoRenew: true,
-    lockAtLeastFor: 0,
-    operationTimeout: 1_000,
-    ...info,
-  });
+  const lease = new Lease(
+    host,
+    'slot',
+    {
+      backendName: 'b',
+      backend: store,
+      key: 'k',
+      fullKey: 'p:k',
+      token: 'tok',
+      fence: 7,
+      ttl,
+      startedAt: performance.now(),
+      validityMs: Lease.validityOf(store, ttl),
+      autoRenew: true,
+      lockAtLeastFor: 0,
+      operationTimeout: 1_000,
+      ...info,
+    },
+    new RenewalScheduler(store, info.operationTimeout ?? 1_000),
+  );
   live.push(lease);
   return { lease, host, store };
 }

@@ -1,8 +1,9 @@
 import { type LockError, LockLostError } from '../../errors/lock.errors';
-import type { LockBackend } from '../contract/lock-backend';
+import type { GrantRequest, LockBackend } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
 import { messageOf } from '../shared/error-message';
-import { unrefTimer, withTimeout } from '../shared/timers';
+import { withTimeout } from '../shared/timers';
+import type { RenewalScheduler, ScheduledLease } from './renewal-scheduler';
 
 /** Shortest lease left behind by lockAtLeastFor. */
 const MIN_KEEP_MS = 100;
@@ -46,10 +47,12 @@ export interface LeaseGrantInfo {
 
 /**
  * One real grant of one key on one backend, shared by every re-entry of it. Owns the
- * watchdog (renew every third of the validity, normally ttl/3) and the monotonic deadline: a refused renewal, or a deadline
- * that passes before a renewal succeeds, marks the lease lost at once.
+ * watchdog's decisions (renew every third of the validity, normally ttl/3) and the monotonic
+ * deadline: a refused renewal, or a deadline that passes before a renewal succeeds, marks the
+ * lease lost at once. The backend's {@link RenewalScheduler} keeps the time for all its leases
+ * and sends the renewals that are due together.
  */
-export class Lease {
+export class Lease implements ScheduledLease {
   /** `held` until released or lost; never goes back. */
   state: 'held' | 'released' | 'lost' = 'held';
   /** Handles (the first acquisition plus re-entries) not yet released. */
@@ -83,13 +86,14 @@ export class Lease {
   private controller?: AbortController;
   /** Why the lease ended, kept so a signal created afterwards is aborted with the same reason. */
   private ended?: { reason: string; cause?: unknown; error?: LockLostError };
-  /**
-   * One timer per lease, set for whichever comes first: the next renewal or the deadline
-   * (two timers per lease were a measurable share of an uncontended cycle).
-   */
-  private timer?: NodeJS.Timeout;
   /** Monotonic time the next renewal is due; undefined when none is scheduled. */
   private renewAt?: number;
+  /**
+   * Earliest monotonic time the scheduler may renew early, to send it with other leases' due
+   * renewals (halfway through the renewal period: two renewals may still fail before the lease
+   * runs out, and leases settle into one cohort renewed together).
+   */
+  private renewFrom = Infinity;
   private renewing = false;
 
   constructor(
@@ -97,6 +101,8 @@ export class Lease {
     /** The manager's key for this lease among those held (backend, key and token). */
     readonly slot: string,
     readonly info: LeaseGrantInfo,
+    /** Keeps the time for this lease and renews it (with the backend's other due leases). */
+    private readonly scheduler: RenewalScheduler,
   ) {
     this.ttl = info.ttl;
     this.acquiredAt = info.startedAt;
@@ -153,7 +159,7 @@ export class Lease {
   start(shortLease = false): void {
     if (shortLease) this.scheduleRenewal(this.info.validityMs / 3);
     else if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
-    else this.armTimer();
+    else this.watch();
   }
 
   /** Renews now to `ttl`; `LockLostError` if the backend says it is no longer ours. */
@@ -180,8 +186,8 @@ export class Lease {
     }
     this.ttl = ttl;
     this.deadline = sentAt + Lease.validityOf(this.info.backend, ttl);
-    this.armTimer(); // the deadline moved
     if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, ttl));
+    else this.watch(); // the deadline moved
     this.host.reportRenewed(this);
   }
 
@@ -189,7 +195,7 @@ export class Lease {
   markLost(reason: string, cause?: unknown): void {
     if (this.state !== 'held') return;
     this.state = 'lost';
-    this.clearTimers();
+    this.stopWatching();
     this.end(reason, cause);
     this.host.leaseEnded(this);
     this.host.reportLost(this, reason, cause);
@@ -214,7 +220,7 @@ export class Lease {
     if (this.state === 'lost') return { outcome: 'lost' };
     if (!this.isHeld()) return { outcome: 'lost' };
     this.state = 'released';
-    this.clearTimers();
+    this.stopWatching();
     this.end(reason);
     this.host.leaseEnded(this);
     const { backend, fullKey, token } = this.info;
@@ -266,74 +272,84 @@ export class Lease {
     this.markLost(`held for its maxHold of ${this.info.maxHold} ms: given up`);
   }
 
-  /** Renew `delayMs` from now (whole ms, rounded down: renewing early is harmless). */
+  /**
+   * Renew `delayMs` from now (whole ms, rounded down: renewing early is harmless), or with
+   * another lease's batch from halfway there.
+   */
   private scheduleRenewal(delayMs: number): void {
-    this.renewAt = monotonicNow() + Math.floor(delayMs);
-    this.armTimer();
-  }
-
-  /** (Re)arms the lease's one timer for its next renewal or its deadline, whichever is first. */
-  private armTimer(): void {
-    if (this.timer) clearTimeout(this.timer);
-    const next = Math.min(this.renewAt ?? Infinity, this.deadline, this.giveUpAt);
-    // Whole milliseconds, rounded up: Node keeps one timer list per distinct delay, and a
-    // fractional delay per lease made a new list on every acquisition. Firing up to 1 ms late
-    // only delays the report of a loss: isHeld() checks the deadline itself.
-    this.timer = unrefTimer(() => this.onTimer(), Math.ceil(next - monotonicNow()));
-  }
-
-  private onTimer(): void {
-    this.timer = undefined;
-    if (this.state !== 'held') return;
     const now = monotonicNow();
-    if (now >= this.giveUpAt) return this.giveUp();
+    this.renewAt = now + Math.floor(delayMs);
+    this.renewFrom = now + Math.floor(delayMs / 2);
+    this.watch();
+  }
+
+  /** Tells the scheduler when this lease next needs looking at. */
+  private watch(): void {
+    this.scheduler.watch(this, this.nextAt());
+  }
+
+  private stopWatching(): void {
+    this.renewAt = undefined;
+    this.renewFrom = Infinity;
+    this.scheduler.forget(this);
+  }
+
+  /** The next renewal, deadline or maxHold, whichever comes first. */
+  private nextAt(): number {
+    return Math.min(
+      this.renewing ? Infinity : (this.renewAt ?? Infinity),
+      this.deadline,
+      this.giveUpAt,
+    );
+  }
+
+  /** @inheritdoc */
+  check(now: number, due: ScheduledLease[]): number {
+    if (this.state !== 'held') return Infinity;
+    if (now >= this.giveUpAt) {
+      this.giveUp();
+      return Infinity;
+    }
     if (now >= this.deadline) {
       this.markLost(
         this.info.autoRenew
           ? 'lease expired before it could be renewed (store unreachable or process stalled)'
           : 'lease expired (autoRenew is off)',
       );
+      return Infinity;
+    }
+    if (this.renewAt !== undefined && !this.renewing && now >= this.renewFrom) {
+      this.renewAt = undefined;
+      this.renewFrom = Infinity;
+      this.renewing = true;
+      due.push(this);
+    }
+    return this.nextAt();
+  }
+
+  /** @inheritdoc */
+  renewalRequest(): GrantRequest {
+    return { key: this.info.fullKey, token: this.info.token, ttlMs: this.ttl };
+  }
+
+  /** @inheritdoc */
+  renewed(sentAt: number, ttl: number, result: unknown): void {
+    this.renewing = false;
+    if (this.state !== 'held') return;
+    if (result === false) return this.markLost('renewal refused: the lock is no longer ours');
+    if (result !== true) {
+      // No answer (store unreachable, timed out): retry sooner than ttl/3; the deadline declares
+      // the loss if no renewal succeeds in time. The host redacts the reason and the error.
+      this.host.reportError(this, `renewal failed: ${messageOf(result)}`, result);
+      this.scheduleRenewal(Math.max(10, (this.deadline - monotonicNow()) / 3));
       return;
     }
-    if (this.renewAt !== undefined && now >= this.renewAt) {
-      this.renewAt = undefined;
-      void this.renew();
-    }
-    // Timers may fire a hair early: wait on for the deadline (or the renewal) in any case.
-    if (this.state === 'held' && !this.timer) this.armTimer();
-  }
-
-  private async renew(): Promise<void> {
-    if (this.state !== 'held' || this.renewing) return;
-    this.renewing = true;
-    const sentAt = monotonicNow();
-    const ttl = this.ttl;
-    try {
-      const ok = await this.bounded(
-        this.info.backend.extend(this.info.fullKey, this.info.token, ttl),
-        true,
-      );
-      if (this.state !== 'held') return;
-      if (!ok) return this.markLost('renewal refused: the lock is no longer ours');
-      if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
-      // The ttl this request carried, not this.ttl: an extend(ttl) may have changed it meanwhile.
-      this.deadline = sentAt + Lease.validityOf(this.info.backend, ttl);
-      this.armTimer(); // the deadline moved
-      if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
-      this.host.reportRenewed(this);
-    } catch (err) {
-      if (this.state !== 'held') return;
-      this.host.reportError(this, `renewal failed: ${messageOf(err)}`, err); // redacted by the host
-      // Retry sooner than ttl/3: the deadline timer declares loss if none succeeds in time.
-      this.scheduleRenewal(Math.max(10, (this.deadline - monotonicNow()) / 3));
-    } finally {
-      this.renewing = false;
-    }
-  }
-
-  private clearTimers(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = this.renewAt = undefined;
+    if (sentAt >= this.deadline) return this.markLost('lease expired before it was renewed');
+    // The ttl this request carried, not this.ttl: an extend(ttl) may have changed it meanwhile.
+    this.deadline = sentAt + Lease.validityOf(this.info.backend, ttl);
+    if (this.info.autoRenew) this.scheduleRenewal(renewalPeriod(this.info.backend, this.ttl));
+    else this.watch();
+    this.host.reportRenewed(this);
   }
 }
 

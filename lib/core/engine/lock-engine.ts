@@ -23,6 +23,7 @@ import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
 import type { LockHandle } from './lock-handle';
 import { type LockRequest, prepareLockRequest } from './lock-request';
+import { RenewalSchedulers } from './renewal-scheduler';
 import { ShutdownCoordinator } from './shutdown-coordinator';
 import { toLockError } from './store-error';
 
@@ -47,6 +48,7 @@ export class LockEngine {
   private readonly acquisition: Acquisition;
   private closed = false;
   private readonly redactor: Redactor;
+  private readonly renewals: RenewalSchedulers;
 
   constructor(
     backends: ReadonlyMap<string, LockBackend>,
@@ -59,6 +61,7 @@ export class LockEngine {
     this.shutdown = new ShutdownCoordinator(settings.shutdown, logger);
     this.redactor = settings.redactor ?? new Redactor();
     const reporter = new LeaseReporter(this.held, this.events, this.redactor);
+    this.renewals = new RenewalSchedulers(settings.operationTimeout);
     this.releaser = new LeaseReleaser(reporter, this.shutdown);
     this.acquisition = new Acquisition({
       context: this.context,
@@ -69,6 +72,7 @@ export class LockEngine {
       shutdown: this.shutdown,
       operationTimeout: settings.operationTimeout,
       redactor: this.redactor,
+      renewals: this.renewals,
     });
     for (const [name, backend] of this.backends.entries()) {
       this.events.register(name);
@@ -245,6 +249,7 @@ export class LockEngine {
     await this.beforeShutdown();
     if (this.closed) return;
     this.closed = true;
+    this.renewals.close();
     await this.backends.closeAll(this.logger, this.redactor);
   }
 }

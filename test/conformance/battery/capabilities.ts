@@ -14,6 +14,7 @@ export function capabilities(f: LockFixture): void {
       // A queue the engine never asks would be a declaration at odds with the store.
       const { waiting } = f.backend.capabilities;
       expect(typeof f.backend.acquire).toBe(waiting === 'poll' ? 'undefined' : 'function');
+      expect(typeof f.backend.extendMany).toBe(f.target.batchedRenewal ? 'function' : 'undefined');
       // A lease is trusted no longer than asked for, and for some time.
       for (const ttl of [f.ttl, 30_000]) {
         const validity = f.backend.leaseValidity?.(ttl) ?? ttl;

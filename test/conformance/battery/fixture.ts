@@ -38,6 +38,11 @@ export interface ConformanceTarget {
    * otherwise it checks that both are refused with `LockConfigError`.
    */
   admin?: boolean;
+  /**
+   * `true` when the backend renews many leases in one store call (`extendMany`); the battery
+   * asserts the backend has it exactly then, and checks the batching.
+   */
+  batchedRenewal?: boolean;
 }
 
 /** Name of the single backend every conformance app configures. */

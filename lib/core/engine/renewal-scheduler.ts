@@ -1,0 +1,162 @@
+import type { GrantRequest, LockBackend } from '../contract/lock-backend';
+import { monotonicNow } from '../shared/clock';
+import { unrefTimer, withTimeout } from '../shared/timers';
+
+/** What the scheduler needs of a lease (implemented by `Lease`). */
+export interface ScheduledLease {
+  /**
+   * Checks the lease at `now`: ends it if its deadline or maxHold passed, pushes it onto `due` if
+   * its renewal is due (or nearly: see `Lease.renewFrom`), and returns when it next needs looking
+   * at (`Infinity`: never again, it ended or waits for nothing).
+   */
+  check(now: number, due: ScheduledLease[]): number;
+  /** The store request renewing this lease to its current ttl. */
+  renewalRequest(): GrantRequest;
+  /** The answer to a renewal sent at `sentAt` for `ttl`: true, false, or why it failed. */
+  renewed(sentAt: number, ttl: number, result: unknown): void;
+}
+
+/**
+ * Watches every lease held on one backend with ONE timer, and renews the leases that are due
+ * together: one `extendMany` per tick instead of one round trip and one timer per lease (10,000
+ * held locks were 29,000 store calls/s and a quarter of a core; a timer per acquisition was a
+ * measurable share of an uncontended cycle).
+ *
+ * A lease is renewed when its renewal time comes, or earlier when another lease's tick comes
+ * within the second half of its renewal period (renewing early is harmless, and it gathers the
+ * leases into one cohort: after the first tick they share one renewal time). Deadlines and
+ * maxHold are checked on the same timer, which is armed for the earliest of them.
+ */
+export class RenewalScheduler {
+  private readonly leases = new Set<ScheduledLease>();
+  private timer?: NodeJS.Timeout;
+  /** When the armed timer fires (`Infinity`: none armed). */
+  private wakeAt = Infinity;
+  private closed = false;
+
+  constructor(
+    private readonly backend: LockBackend,
+    /** Bound on one batch's store call. */
+    private readonly operationTimeout: number,
+  ) {}
+
+  /**
+   * Watches `lease` from now on; called again whenever its renewal time or deadline moved
+   * earlier. Cheap when nothing moved earlier than the armed timer (the common case: a new lease
+   * is due a third of a ttl from now, after the leases already held).
+   */
+  watch(lease: ScheduledLease, nextAt: number): void {
+    if (this.closed) return;
+    this.leases.add(lease);
+    if (nextAt < this.wakeAt) this.arm(nextAt);
+  }
+
+  /**
+   * Stops watching `lease` (released or lost). The timer is left armed even when nothing is
+   * watched any more: disarming and re-arming it for each short-lived lock cost more than one
+   * idle wake-up per renewal period.
+   */
+  forget(lease: ScheduledLease): void {
+    this.leases.delete(lease);
+  }
+
+  /** How many leases are watched (diagnostics and tests). */
+  get size(): number {
+    return this.leases.size;
+  }
+
+  /** Stops the timer for good (the engine is closing; the leases were released or lost). */
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.wakeAt = Infinity;
+    this.leases.clear();
+  }
+
+  private arm(at: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.wakeAt = at;
+    // Whole milliseconds, rounded up: firing up to 1 ms late only delays the report of a loss
+    // (a lease checks its deadline itself whenever it is used).
+    this.timer = unrefTimer(() => this.tick(), Math.max(0, Math.ceil(at - monotonicNow())));
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    this.wakeAt = Infinity;
+    const now = monotonicNow();
+    const due: ScheduledLease[] = [];
+    let next = Infinity;
+    for (const lease of this.leases) {
+      const at = lease.check(now, due);
+      if (at === Infinity) this.leases.delete(lease);
+      else if (at < next) next = at;
+    }
+    if (due.length > 0) void this.renew(due);
+    // A lease watched meanwhile (during check: none; renew runs later) re-arms by itself.
+    if (next < this.wakeAt && !this.closed) this.arm(next);
+  }
+
+  /** Renews `due` in one store call (or one per lease where the backend cannot batch). */
+  private async renew(due: readonly ScheduledLease[]): Promise<void> {
+    const requests = due.map((lease) => lease.renewalRequest());
+    const sentAt = monotonicNow();
+    const { backend } = this;
+    if (!backend.extendMany) {
+      await Promise.all(
+        due.map(async (lease, i) => {
+          const { key, token, ttlMs } = requests[i];
+          let result: unknown;
+          try {
+            result = await this.bounded(backend.extend(key, token, ttlMs));
+          } catch (err) {
+            result = err;
+          }
+          lease.renewed(sentAt, ttlMs, result);
+        }),
+      );
+      return;
+    }
+    let results: readonly unknown[];
+    try {
+      results = await this.bounded(backend.extendMany(requests));
+      if (results.length !== requests.length) {
+        throw new Error(
+          `extendMany answered ${results.length} results for ${requests.length} requests`,
+        );
+      }
+    } catch (err) {
+      results = requests.map(() => err);
+    }
+    due.forEach((lease, i) => lease.renewed(sentAt, requests[i].ttlMs, results[i]));
+  }
+
+  /** A store call that cannot hang the renewals: it fails after `operationTimeout`. */
+  private bounded<T>(call: Promise<T>): Promise<T> {
+    return withTimeout(call, this.operationTimeout, { background: true });
+  }
+}
+
+/** One {@link RenewalScheduler} per backend, made on first use. */
+export class RenewalSchedulers {
+  private readonly byBackend = new Map<LockBackend, RenewalScheduler>();
+
+  constructor(private readonly operationTimeout: number) {}
+
+  /** The scheduler of `backend`'s leases. */
+  for(backend: LockBackend): RenewalScheduler {
+    let scheduler = this.byBackend.get(backend);
+    if (!scheduler) {
+      scheduler = new RenewalScheduler(backend, this.operationTimeout);
+      this.byBackend.set(backend, scheduler);
+    }
+    return scheduler;
+  }
+
+  /** Stops every scheduler's timer (the engine is closed). */
+  close(): void {
+    for (const scheduler of this.byBackend.values()) scheduler.close();
+    this.byBackend.clear();
+  }
+}
