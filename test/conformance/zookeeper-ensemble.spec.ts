@@ -19,4 +19,5 @@ runLockConformance({
   shortTtl: 600,
   sharedAcrossApps: true,
   admin: true,
+  batchedRenewal: true,
 });

@@ -214,6 +214,42 @@ describe.each([
   });
 });
 
+describe('zookeeper nodes: batched renewal', () => {
+  it('checks every held node in one multi; a node deleted in the middle fails only its own lock', async () => {
+    const server = await startZkStandalone();
+    const raw = await rawClient(server.connectString);
+    const app = await createLockApp(options(server.connectString));
+    try {
+      const keys = Array.from({ length: 30 }, (_, i) => `batch-${i}`);
+      const locks = await Promise.all(keys.map((key) => app.locks.acquire(key, { ttl: 30_000 })));
+      const backend = app.manager.getBackend('zk');
+      const requests = locks.map((lock, i) => ({
+        key: keys[i],
+        token: lock.token,
+        ttlMs: 30_000,
+      }));
+      expect(await backend.extendMany!(requests)).toEqual(keys.map(() => true));
+      // Two nodes deleted behind the holder's back (an operator, a lost session): the server
+      // stops at the first missing one; the checks after it are asked again.
+      for (const i of [7, 19]) {
+        const [node] = await lockNodes(raw, keys[i]);
+        await new Promise<void>((resolve, reject) =>
+          raw.remove(`${dirOf(keys[i])}/${node}`, -1, (err) => (err ? reject(err) : resolve())),
+        );
+      }
+      expect(await backend.extendMany!(requests)).toEqual(keys.map((_, i) => i !== 7 && i !== 19));
+      // A token that never held the key is not renewed either.
+      expect(await backend.extendMany!([{ ...requests[3], token: 'someone-else' }])).toEqual([
+        false,
+      ]);
+      for (const lock of locks) await lock.release();
+    } finally {
+      await app.close();
+      raw.close();
+    }
+  });
+});
+
 describe('zookeeper nodes: an outage around an abort', () => {
   it('an abort returns at once while the ensemble does not answer; its nodes go once it does', async () => {
     const server = await startZkStandalone();

@@ -64,7 +64,7 @@ describe('zookeeper key node tidying', () => {
   it('bounded footprint: after thousands of distinct keys are locked and released, nothing is left under the root', async () => {
     const children = () =>
       new Promise<string[]>((resolve, reject) =>
-        raw.getChildren(ROOT, (err, names) => (err ? reject(err) : resolve(names))),
+        raw.getChildren(ROOT, undefined, (err, names) => (err ? reject(err) : resolve(names))),
       );
     const app = await createLockApp(options);
     try {

@@ -9,4 +9,5 @@ runLockConformance({
   shortTtl: 600,
   sharedAcrossApps: true,
   admin: true,
+  batchedRenewal: true,
 });

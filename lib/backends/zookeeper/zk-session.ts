@@ -185,6 +185,34 @@ export class ZkSession {
     return this.request<string[]>((c, cb) => c.getChildren(path, undefined, cb), wait);
   }
 
+  /**
+   * Whether each of `paths` exists, asked in one round trip (a multi of existence checks):
+   * `true`, `false` (no such node), or `undefined` when the server stopped at an earlier missing
+   * node and did not look (ask again for those). Rejects when there was no answer at all.
+   */
+  existAll(paths: readonly string[], wait: ConnectionWait): Promise<(boolean | undefined)[]> {
+    return this.request<(boolean | undefined)[]>((c, cb) => {
+      const tx = c.transaction();
+      for (const path of paths) tx.check(path, -1);
+      tx.commit((err, results) => {
+        // No per-op results: the request itself failed (connection), not one of the checks.
+        if (!results) return cb(err ?? new Error('ZooKeeper multi: no results'), []);
+        if (!err)
+          return cb(
+            null,
+            paths.map(() => true),
+          );
+        const answers = paths.map((_, i): boolean | undefined => {
+          const code = results[i]?.err ?? 0;
+          if (code === 0) return true;
+          if (code === this.zk.Exception.NO_NODE) return false;
+          return undefined; // RUNTIME_INCONSISTENCY: not checked
+        });
+        cb(null, answers);
+      });
+    }, wait);
+  }
+
   /** Children of `path` with its own stat, read together (one reply: a consistent pair). */
   children(path: string): Promise<ZkChildren> {
     return this.request<ZkChildren>((c, cb) =>

@@ -68,6 +68,21 @@ export interface ZkClient {
     watcher: ((e: ZkEvent) => void) | undefined,
     cb: Callback<string[]>,
   ): void;
+  /** A multi-op request (one round trip, applied atomically). */
+  transaction(): ZkTransaction;
+}
+
+/** The multi-op builder (only the existence check is used: batched renewal). */
+export interface ZkTransaction {
+  check(path: string, version?: number): ZkTransaction;
+  /**
+   * Sends the ops together. On failure `error` is the first failing op's, and `results` (when
+   * the server answered) has one entry per op: `err` 0 before the failing op, its code on it,
+   * RUNTIME_INCONSISTENCY (-2) after it.
+   */
+  commit(
+    callback: (error: ZkError | null, results?: ReadonlyArray<{ err?: number }>) => void,
+  ): void;
 }
 
 /** The module's exports used here. */
