@@ -37,6 +37,14 @@ export interface RedisBackendConfig {
    * most 10 s for a store that never answers).
    */
   startup?: 'fail' | 'degraded';
+  /**
+   * Fence counters kept on a single Redis node (default 4096, 1 to 16384): keys share them by
+   * bucket (hash slot modulo this), so however many distinct keys are locked the module leaves
+   * at most this many counters (plus one key recording the count). Each key's fences still rise
+   * strictly. Not for a Cluster (one counter per hash slot there: up to 16384). Changing it is
+   * safe: the first instance started with a new value raises the new counters above the old.
+   */
+  fenceBuckets?: number;
 }
 
 /**
@@ -63,6 +71,8 @@ export interface RedlockBackendConfig {
    * `LockBackendError` naming them.
    */
   startup?: 'fail' | 'degraded';
+  /** Fence counters kept on each node (default 4096, 1 to 16384), as for a single Redis. */
+  fenceBuckets?: number;
 }
 
 /**

@@ -9,4 +9,5 @@ runLockConformance({
   shortTtl: 300,
   sharedAcrossApps: true,
   admin: true,
+  batchedRenewal: true,
 });

@@ -12,4 +12,5 @@ runLockConformance({
   shortTtl: 300,
   sharedAcrossApps: true,
   admin: true,
+  batchedRenewal: true,
 });

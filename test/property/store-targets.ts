@@ -76,8 +76,8 @@ function poolSizeOf(config: LockBackendConfig): number {
 
 /**
  * What a run left on a Redis node: no lock key (`{sha1(key)}key`, see `redisLockNames`) and no
- * queue; fence and arrival counters are kept by design (fences must keep rising) and are
- * deleted here with everything else of the run.
+ * queue; arrival counters (which expire) are deleted here with everything else of the run.
+ * Fence counters are shared by buckets across keys (not under the prefix) and stay by design.
  */
 async function redisLeftovers(url: string, keyPrefix: string): Promise<void> {
   const redis = new Redis(url, { lazyConnect: true });

@@ -1,9 +1,16 @@
 import { createHash } from 'node:crypto';
+import { hashSlot } from './crc16';
 
 /** The Redis names used for one lock key. */
 export interface RedisLockNames {
   readonly lock: string;
-  readonly fence: string;
+  /** The lock key's Cluster hash slot (CRC16 of its hash tag): picks its fence bucket. */
+  readonly slot: number;
+  /**
+   * The per-key fence counter of versions before fence buckets (`<lock>:fence`). No longer
+   * written: a grant raises the key's bucket to it and deletes it (upgrade carry-over).
+   */
+  readonly legacyFence: string;
   /** Sorted set of waiting tokens, by arrival (FIFO hand-off). */
   readonly queue: string;
   /** Sorted set of waiting tokens, by the server time their place lapses. */
@@ -14,8 +21,10 @@ export interface RedisLockNames {
 
 /**
  * Redis names for a (prefixed) lock key. All of them start with a hash tag derived from a digest
- * of the key, so the lock and its fence counter always share a Cluster slot, and braces in the
- * user's key can never pick the slot (Redis uses the first `{...}` only, which is ours).
+ * of the key, so they share a Cluster slot (and so does the key's fence bucket counter, see
+ * `fence-buckets.ts`), and braces in the user's key can never pick the slot (Redis uses the
+ * first `{...}` only, which is ours). The names are those of earlier versions, so old and new
+ * instances running side by side during an upgrade still exclude each other.
  */
 export function redisLockNames(fullKey: string): RedisLockNames {
   let names = recent.get(fullKey);
@@ -24,7 +33,8 @@ export function redisLockNames(fullKey: string): RedisLockNames {
     const lock = `{${tag}}${fullKey}`;
     names = {
       lock,
-      fence: `${lock}:fence`,
+      slot: hashSlot(tag),
+      legacyFence: `${lock}:fence`,
       queue: `${lock}:queue`,
       waiters: `${lock}:waiters`,
       arrivals: `${lock}:arrivals`,
@@ -33,6 +43,19 @@ export function redisLockNames(fullKey: string): RedisLockNames {
     recent.set(fullKey, names);
   }
   return names;
+}
+
+/**
+ * The lock key whose legacy per-key fence counter `name` is (`{sha1(key)}key:fence`), or
+ * undefined when `name` is not one (a user's key that merely ends in `:fence`).
+ */
+export function legacyFenceOwner(name: string): string | undefined {
+  if (!name.startsWith('{') || !name.endsWith(':fence')) return undefined;
+  const end = name.indexOf('}');
+  if (end < 0) return undefined;
+  const fullKey = name.slice(end + 1, -':fence'.length);
+  const tag = createHash('sha1').update(fullKey).digest('base64url');
+  return name.slice(1, end) === tag ? fullKey : undefined;
 }
 
 /** Names of recently used keys: a cycle needs them twice (acquire, release), a SHA-1 each time. */

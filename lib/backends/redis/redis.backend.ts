@@ -11,14 +11,31 @@ import type {
   QueuedRequest,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
-import { closeClient, runScript, type RedisLikeClient } from './redis-client';
+import {
+  closeClient,
+  runScript,
+  runScriptBatch,
+  type RedisLikeClient,
+  type ScriptCall,
+} from './redis-client';
 import { endpointOf, RedisConnection } from './redis-connection';
-import { redisLockNames, type RedisLockNames } from './redis-keys';
+import { FenceBucketCount } from './fence-bucket-count';
+import {
+  DEFAULT_FENCE_BUCKETS,
+  FENCE_BUCKETS_META,
+  fenceBucket,
+  fenceCounterName,
+} from './fence-buckets';
+import { legacyFenceOwner, redisLockNames, type RedisLockNames } from './redis-keys';
 import {
   ACQUIRE,
+  CARRY_LEGACY,
   EXTEND,
+  EXTEND_BATCH,
+  EXTEND_MANY,
   FORCE_RELEASE,
   INSPECT,
+  keyError,
   LEAVE_QUEUE,
   RELEASE,
   type RedisScript,
@@ -36,6 +53,8 @@ const WAITER_TTL_MS = 3 * WAITER_REFRESH_MS;
 const LEAVE_BOUND_MS = 250;
 /** Longest a close() spends taking its waiters out of their queues. */
 const LEAVE_AT_CLOSE_MS = 1_000;
+/** Keys per SCAN step of the legacy fence sweep. */
+const SWEEP_SCAN_COUNT = 1_000;
 
 /** One queued acquisition's wake-up: set by a message naming it, or by abort/close. */
 class Waiter {
@@ -73,7 +92,10 @@ class Waiter {
 
 /**
  * `type: 'redis'`: one Redis node or a Redis Cluster. Acquire is `SET NX PX` plus `INCR` of the
- * key's fence counter in one script; extend and release compare the owner token. Waiters queue
+ * key's fence bucket counter in one script, the fence kept in the lock value
+ * (`<token> <fence>`); extend and release compare the owner token part. Fence counters are
+ * shared by buckets (see `fence-buckets.ts`): `fenceBuckets` of them on one node, one per hash
+ * slot on a Cluster, so the module's footprint stays bounded however many keys are locked. Waiters queue
  * FIFO in a sorted set and do not poll: a release hands the lock straight to the first in line
  * and tells it on its process's channel, so exactly one process wakes and it already holds the
  * lock (no herd, no extra round trip). A lease that runs out instead (holder crashed) is
@@ -115,6 +137,8 @@ export class RedisLockBackend implements LockBackend {
   readonly #connection: RedisConnection;
   /** Scrubs the configuration's secrets from what this backend logs and raises. */
   readonly #redactor: SecretRedactor;
+  /** The node's fence bucket count; absent on a Cluster (one counter per hash slot). */
+  readonly #buckets?: FenceBucketCount;
 
   constructor(
     client: RedisLikeClient,
@@ -122,9 +146,16 @@ export class RedisLockBackend implements LockBackend {
     private readonly ownsClient: boolean,
     private readonly backendName: string,
     redactor: SecretRedactor,
+    /** Fence counters on a single node (`fenceBuckets`); not used on a Cluster. */
+    fenceBuckets = DEFAULT_FENCE_BUCKETS,
   ) {
     this.#client = client;
     this.#redactor = redactor;
+    if (client.isCluster !== true) {
+      this.#buckets = new FenceBucketCount(fenceBuckets, (message) =>
+        new Logger('LockService').warn(`redis backend "${backendName}": ${message}`),
+      );
+    }
     this.#connection = new RedisConnection(
       client,
       endpointOf(client, redactor),
@@ -215,8 +246,74 @@ export class RedisLockBackend implements LockBackend {
     return Number(await this.script(EXTEND, [redisLockNames(key).lock], [token, ttlMs])) === 1;
   }
 
+  /**
+   * Renews a batch of leases, each only if its own token holds it: one script call per
+   * {@link EXTEND_BATCH} leases (on a Cluster, per slot: a script's keys share one), all calls
+   * to one node in one pipeline, the nodes in parallel. A node that fails fails its leases
+   * only (an `Error` each); rejects when every lease failed.
+   */
+  async extendMany(requests: readonly GrantRequest[]): Promise<readonly (boolean | Error)[]> {
+    if (requests.length === 0) return [];
+    const cluster = this.#buckets === undefined;
+    const bySlot = new Map<number, number[]>();
+    requests.forEach(({ key }, i) => {
+      const slot = cluster ? redisLockNames(key).slot : 0;
+      const indices = bySlot.get(slot);
+      if (indices) indices.push(i);
+      else bySlot.set(slot, [i]);
+    });
+    // Each pipeline goes to one node: by the slot table's node list (what ioredis checks).
+    const byNode = new Map<string, Array<{ call: ScriptCall; indices: number[] }>>();
+    for (const [slot, indices] of bySlot) {
+      const node = cluster ? (this.#client.slots?.[slot]?.join(',') ?? `slot ${slot}`) : '';
+      for (let at = 0; at < indices.length; at += EXTEND_BATCH) {
+        const part = indices.slice(at, at + EXTEND_BATCH);
+        const call: ScriptCall = {
+          keys: part.map((i) => redisLockNames(requests[i].key).lock),
+          args: [...part.map((i) => requests[i].token), ...part.map((i) => requests[i].ttlMs)],
+        };
+        const calls = byNode.get(node);
+        if (calls) calls.push({ call, indices: part });
+        else byNode.set(node, [{ call, indices: part }]);
+      }
+    }
+    const results = new Array<boolean | Error>(requests.length);
+    await Promise.all(
+      [...byNode.values()].map(async (calls) => {
+        try {
+          const replies = await this.#connection.run(() =>
+            runScriptBatch(
+              this.#client,
+              EXTEND_MANY,
+              calls.map((c) => c.call),
+            ),
+          );
+          calls.forEach(({ indices }, j) => {
+            const reply = replies[j];
+            indices.forEach((i, k) => {
+              if (reply instanceof Error) results[i] = reply;
+              else {
+                const answer = (reply as unknown[])[k];
+                results[i] = keyError(answer) ?? Number(answer) === 1;
+              }
+            });
+          });
+        } catch (err) {
+          const error = err instanceof Error ? err : new Error(String(err));
+          for (const { indices } of calls) for (const i of indices) results[i] = error;
+        }
+      }),
+    );
+    if (results.every((r) => r instanceof Error)) throw results[0];
+    return results;
+  }
+
   async release(key: string, token: string): Promise<boolean> {
-    return Number(await this.script(RELEASE, queueKeys(redisLockNames(key)), [token])) === 1;
+    const names = redisLockNames(key);
+    return this.fenced(
+      async (count) =>
+        Number(await this.script(RELEASE, this.queueKeys(names, count), [token, count ?? 0])) === 1,
+    );
   }
 
   async isLocked(key: string): Promise<boolean> {
@@ -225,9 +322,12 @@ export class RedisLockBackend implements LockBackend {
 
   /** Held or not, the holder's fence (else the last one handed out), PTTL, live waiters. */
   async inspect(key: string): Promise<StoreLockInfo> {
-    const [held, fence, pttl, waiting] = (
-      (await this.script(INSPECT, queueKeys(redisLockNames(key)), [])) as unknown[]
-    ).map(Number);
+    const names = redisLockNames(key);
+    const reply = await this.fenced(
+      async (count) =>
+        (await this.script(INSPECT, this.queueKeys(names, count), [count ?? 0])) as unknown[],
+    );
+    const [held, fence, pttl, waiting] = reply.map(Number);
     return {
       held: held === 1,
       fence,
@@ -240,7 +340,47 @@ export class RedisLockBackend implements LockBackend {
 
   /** Frees the key whoever holds it and hands it to the first in line, as a release would. */
   async forceRelease(key: string): Promise<boolean> {
-    return Number(await this.script(FORCE_RELEASE, queueKeys(redisLockNames(key)), [])) === 1;
+    const names = redisLockNames(key);
+    return this.fenced(
+      async (count) =>
+        Number(await this.script(FORCE_RELEASE, this.queueKeys(names, count), [count ?? 0])) === 1,
+    );
+  }
+
+  /**
+   * One-off upgrade sweep: folds every per-key fence counter left by versions before fence
+   * buckets (`{tag}key:fence`) into its key's bucket (raising the bucket to it) and deletes it,
+   * as the key's next grant would; returns how many it folded. Keys that are locked again are
+   * carried over by their grant anyway; this removes the counters of keys never locked again.
+   * It SCANs the whole keyspace (every master of a Cluster), so run it once, off-peak, after
+   * every instance runs this version (an older instance would create them again).
+   */
+  async sweepLegacyFences(): Promise<number> {
+    const nodes = this.#client.isCluster ? (this.#client.nodes?.('master') ?? []) : [this.#client];
+    let swept = 0;
+    for (const node of nodes) {
+      if (!node.scan) throw new Error('the client cannot SCAN');
+      let cursor = '0';
+      do {
+        const [next, found] = await this.#connection.run(() =>
+          node.scan!(cursor, 'MATCH', '{*}*:fence', 'COUNT', SWEEP_SCAN_COUNT),
+        );
+        cursor = next;
+        for (const name of found) {
+          const fullKey = legacyFenceOwner(name);
+          if (fullKey === undefined) continue;
+          const names = redisLockNames(fullKey);
+          swept += await this.fenced(async (count) => {
+            const meta = count === null ? [] : [FENCE_BUCKETS_META];
+            const counter = fenceCounterName(fenceBucket(names.slot, count));
+            return Number(
+              await this.script(CARRY_LEGACY, [names.legacyFence, counter, ...meta], [count ?? 0]),
+            );
+          });
+        }
+      } while (cursor !== '0');
+    }
+    return swept;
   }
 
   async ping(): Promise<void> {
@@ -271,7 +411,10 @@ export class RedisLockBackend implements LockBackend {
     if (!waiter.queued) return;
     waiter.queued = false;
     try {
-      await this.script(LEAVE_QUEUE, queueKeys(waiter.names), [waiter.member, token]);
+      const { names, member } = waiter;
+      await this.fenced((count) =>
+        this.script(LEAVE_QUEUE, this.queueKeys(names, count), [member, token, count ?? 0]),
+      );
     } catch (err) {
       if (this.#connection.isDown() && !this.closed) this.unsentLeaves.set(token, waiter);
       throw err;
@@ -309,17 +452,48 @@ export class RedisLockBackend implements LockBackend {
     waiterTtlMs: number,
     member = '',
   ): Promise<[number, number]> {
-    const undo = (late: Promise<unknown>): void => {
-      late
-        .then(() => runScript(this.#client, LEAVE_QUEUE, queueKeys(names), [member, token]))
-        .catch(() => undefined);
-    };
-    return (await this.script(
-      ACQUIRE,
-      [...queueKeys(names), names.arrivals],
-      [token, ttlMs, waiterTtlMs, member],
-      undo,
-    )) as [number, number];
+    return this.fenced(async (count) => {
+      const keys = this.queueKeys(names, count);
+      const undo = (late: Promise<unknown>): void => {
+        late
+          .then(() => runScript(this.#client, LEAVE_QUEUE, keys, [member, token, count ?? 0]))
+          .catch(() => undefined);
+      };
+      return (await this.script(
+        ACQUIRE,
+        keys,
+        [token, ttlMs, waiterTtlMs, member, count ?? 0],
+        undo,
+      )) as [number, number];
+    });
+  }
+
+  /**
+   * Runs a call that reads or draws fences with the node's bucket count (`null` on a
+   * Cluster): the first one moves the node to the configured `fenceBuckets`; one refused for
+   * another count runs again with it (see {@link FenceBucketCount}).
+   */
+  private fenced<T>(call: (count: number | null) => Promise<T>): Promise<T> {
+    if (!this.#buckets) return call(null);
+    return this.#buckets.run((script, keys, args) => this.script(script, keys, args), call);
+  }
+
+  /**
+   * The keys the queue scripts take, in their KEYS order: lock, fence bucket counter, queue,
+   * waiter expiries, legacy per-key counter, arrivals, and on a single node the bucket-count
+   * key (every one in the lock key's slot on a Cluster).
+   */
+  private queueKeys(names: RedisLockNames, count: number | null): string[] {
+    const keys = [
+      names.lock,
+      fenceCounterName(fenceBucket(names.slot, count)),
+      names.queue,
+      names.waiters,
+      names.legacyFence,
+      names.arrivals,
+    ];
+    if (count !== null) keys.push(FENCE_BUCKETS_META);
+    return keys;
   }
 
   /**
@@ -393,9 +567,4 @@ export class RedisLockBackend implements LockBackend {
 export function untilLeaseEnds(leaseLeftMs: number, fallbackMs: number): number {
   // PTTL rounds down and the key lives through its last millisecond: one more ms and it is gone.
   return leaseLeftMs >= 0 ? leaseLeftMs + 1 : fallbackMs;
-}
-
-/** The keys the queue scripts take, in their KEYS order. */
-function queueKeys(names: RedisLockNames): string[] {
-  return [names.lock, names.fence, names.queue, names.waiters];
 }

@@ -4,6 +4,7 @@ import type { BackendFactory, SecretRedactor } from '../../core/contract/backend
 import { checkExactlyOne, checkOptions } from '../../core/shared/options';
 import type { RedisBackendConfig } from '../backend-config';
 import type { RedisLikeClient } from './redis-client';
+import { checkFenceBuckets } from './fence-bucket-option';
 import { checkStartup, startOrClose } from './redis-startup';
 import { checkRedisUrl } from './redis-url';
 import { RedisLockBackend } from './redis.backend';
@@ -16,6 +17,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'redisOptions',
   'clusterOptions',
   'startup',
+  'fenceBuckets',
 ]);
 /**
  * How long `startup: 'fail'` waits for the first answer: ioredis's own default connect timeout,
@@ -35,6 +37,17 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a redis backend');
     checkExactlyOne(config, ['url', 'clusterNodes', 'client'], field);
     checkStartup(config.startup, `${field}.startup`);
+    if (config.fenceBuckets !== undefined) {
+      checkFenceBuckets(config.fenceBuckets, `${field}.fenceBuckets`);
+      const cluster = (config.client as { isCluster?: unknown } | undefined)?.isCluster === true;
+      if (config.clusterNodes !== undefined || cluster) {
+        // A Cluster keeps one counter per hash slot (scripts must stay in the lock key's slot).
+        throw new LockConfigError(
+          `${field}.fenceBuckets`,
+          'does not apply to a Redis Cluster (one fence counter per hash slot there)',
+        );
+      }
+    }
     if (config.url !== undefined) checkRedisUrl(config.url, `${field}.url`);
     if (config.clusterNodes !== undefined) {
       if (!Array.isArray(config.clusterNodes) || config.clusterNodes.length === 0) {
@@ -78,7 +91,13 @@ async function createBackend(
   redactor: SecretRedactor,
 ): Promise<RedisLockBackend> {
   if (config.client) {
-    return new RedisLockBackend(config.client as unknown as RedisLikeClient, false, name, redactor);
+    return new RedisLockBackend(
+      config.client as unknown as RedisLikeClient,
+      false,
+      name,
+      redactor,
+      config.fenceBuckets,
+    );
   }
   const field = `backends.${name}`;
   const { Redis, Cluster } = await loadOptionalPackage<IoRedisModule>(
@@ -105,6 +124,7 @@ async function createBackend(
     true,
     name,
     redactor,
+    config.fenceBuckets,
   );
 }
 

@@ -8,11 +8,33 @@ import type {
   LockGrant,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
-import { closeClient, runScript, type RedisLikeClient } from '../redis/redis-client';
+import { Logger } from '@nestjs/common';
+import {
+  closeClient,
+  runScript,
+  runScriptBatch,
+  type RedisLikeClient,
+  type ScriptCall,
+} from '../redis/redis-client';
 import { RedisNotConnectedError, type RedisConnection } from '../redis/redis-connection';
-import { redisLockNames } from '../redis/redis-keys';
-import { RAISE_FENCE } from '../redis/redis-scripts';
-import { DELETE_COPY, INSPECT_COPY, RENEW_COPY, RESTORE_COPY } from './redlock-scripts';
+import { FenceBucketCount } from '../redis/fence-bucket-count';
+import {
+  DEFAULT_FENCE_BUCKETS,
+  FENCE_BUCKETS_META,
+  fenceBucket,
+  fenceCounterName,
+} from '../redis/fence-buckets';
+import { legacyFenceOwner, redisLockNames, type RedisLockNames } from '../redis/redis-keys';
+import { CARRY_LEGACY, EXTEND_BATCH, keyError } from '../redis/redis-scripts';
+import { fenceOf, tokenOf } from './lock-value';
+import {
+  DELETE_COPY,
+  DRAW_FENCE,
+  INSPECT_COPY,
+  RAISE_FENCE,
+  RENEW_COPIES,
+  RESTORE_COPIES,
+} from './redlock-scripts';
 
 /** One independent Redis node of a Redlock set. */
 export interface RedlockNode extends RedisLikeClient {
@@ -71,6 +93,8 @@ export class RedlockLockBackend implements LockBackend {
   readonly #redlock: Redlock4;
   readonly #nodes: readonly QuorumNode[];
   readonly #redactor: SecretRedactor;
+  /** Each node's fence bucket count (nodes are independent: each has its own layout). */
+  readonly #buckets: ReadonlyMap<QuorumNode, FenceBucketCount>;
 
   constructor(
     redlock: Redlock4,
@@ -83,11 +107,22 @@ export class RedlockLockBackend implements LockBackend {
     private readonly nodeTimeout: number,
     /** Scrubs the configuration's secrets from what this backend raises. */
     redactor: SecretRedactor,
+    /** Fence counters on each node (`fenceBuckets`). */
+    fenceBuckets = DEFAULT_FENCE_BUCKETS,
   ) {
     this.#redlock = redlock;
     this.#nodes = nodes;
     this.#redactor = redactor;
     this.quorum = Math.floor(nodes.length / 2) + 1;
+    const logger = new Logger('LockService');
+    this.#buckets = new Map(
+      nodes.map((node) => [
+        node,
+        new FenceBucketCount(fenceBuckets, (message) =>
+          logger.warn(`redlock backend "${backendName}" node ${node.label}: ${message}`),
+        ),
+      ]),
+    );
   }
 
   /**
@@ -112,7 +147,7 @@ export class RedlockLockBackend implements LockBackend {
       return null;
     }
     try {
-      return { fence: await this.fence(names.fence) };
+      return { fence: await this.fence(names, token) };
     } catch (err) {
       // No fence, no grant: give the quorum back before reporting.
       await this.#redlock.unlock({ resource: names.lock, value: token }).catch(() => undefined);
@@ -120,32 +155,83 @@ export class RedlockLockBackend implements LockBackend {
     }
   }
 
-  /**
-   * Renews every node's copy; counts when a quorum renewed. Then puts back the copies that were
-   * missing (a node restarted empty, a copy expired early): otherwise the lock would rest on
-   * fewer nodes at every restart, and one more node down would lose it with a quorum up. Only
-   * after a quorum renewed, so a lock freed everywhere (`forceRelease`) is never put back.
-   */
+  /** One lease's renewal: {@link RedlockLockBackend.extendMany} of one. */
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
-    const resource = redisLockNames(key).lock;
+    const [result] = await this.extendMany([{ key, token, ttlMs }]);
+    if (result instanceof Error) throw result;
+    return result;
+  }
+
+  /**
+   * Renews every node's copies of a batch of leases, one script call per node (per
+   * {@link EXTEND_BATCH} leases, all in one pipeline), the nodes in parallel; a lease counts as
+   * renewed when a quorum renewed it, as lost (`false`) when a quorum answered and fewer renewed,
+   * else as failed (a `LockBackendError` saying what each node answered; a node that failed
+   * counts against the quorum). Then puts back the renewed leases' missing copies (a node
+   * restarted empty, a copy expired early): otherwise the lock would rest on fewer nodes at every
+   * restart, and one more node down would lose it with a quorum up. Only after a quorum renewed,
+   * so a lock freed everywhere (`forceRelease`) is never put back.
+   */
+  async extendMany(requests: readonly GrantRequest[]): Promise<readonly (boolean | Error)[]> {
+    if (requests.length === 0) return [];
     this.requireQuorum('extend');
-    const answers = await this.onEveryNode((node) =>
-      runScript(node, RENEW_COPY, [resource], [token, ttlMs]),
-    );
-    const renewed = answers.filter((a) => a.ok && Number(a.value) === 1).length;
-    if (renewed >= this.quorum) {
-      const missing = this.#nodes.filter((_, i) => {
-        const answer = answers[i];
-        return answer.ok && Number(answer.value) === 0;
+    const calls: ScriptCall[] = [];
+    for (let at = 0; at < requests.length; at += EXTEND_BATCH) {
+      const part = requests.slice(at, at + EXTEND_BATCH);
+      calls.push({
+        keys: part.map(({ key }) => redisLockNames(key).lock),
+        args: [...part.map((r) => r.token), ...part.map((r) => r.ttlMs)],
       });
-      await this.onNodes(missing, (node) =>
-        runScript(node, RESTORE_COPY, [resource], [token, ttlMs]),
-      );
-      return true;
     }
-    // A quorum answered and it is not ours there: lost. Fewer answered: an outage.
-    if (answers.filter((a) => a.ok).length >= this.quorum) return false;
-    throw this.noQuorum('extend', answers);
+    // Per node: one [code, value] or Error per request.
+    const answers = await this.onEveryNode(async (client) => {
+      const replies = await runScriptBatch(client, RENEW_COPIES, calls);
+      return replies.flatMap((reply, j) =>
+        calls[j].keys.map((_, k): [number, string] | Error => {
+          if (reply instanceof Error) return reply;
+          const [code, value] = [(reply as unknown[])[2 * k], (reply as unknown[])[2 * k + 1]];
+          return Number(code) === -2 ? keyError(value)! : [Number(code), String(value)];
+        }),
+      );
+    });
+    const restores = new Map<QuorumNode, Array<{ request: GrantRequest; value: string }>>();
+    const results = requests.map((request, i): boolean | Error => {
+      const perNode = answers.map((answer): NodeAnswer<[number, string]> => {
+        if (!answer.ok) return answer;
+        const value = answer.value[i];
+        return value instanceof Error
+          ? this.failedAnswer(answer.node, value)
+          : { node: answer.node, ok: true, value };
+      });
+      const renewed = perNode.flatMap((a) => (a.ok && a.value[0] === 1 ? [a.value[1]] : []));
+      if (renewed.length >= this.quorum) {
+        // A tagged copy's value carries the holder's fence (what inspect reports): prefer it.
+        const value = renewed.find((v) => fenceOf(v) !== undefined) ?? renewed[0];
+        perNode.forEach((a, n) => {
+          if (!a.ok || a.value[0] !== 0) return;
+          const node = this.#nodes[n];
+          restores.set(node, [...(restores.get(node) ?? []), { request, value }]);
+        });
+        return true;
+      }
+      // A quorum answered and it is not ours there: lost. Fewer answered: an outage.
+      if (perNode.filter((a) => a.ok).length >= this.quorum) return false;
+      return this.noQuorum('extend', perNode);
+    });
+    await Promise.all(
+      [...restores].map(([node, copies]) =>
+        this.onNodes([node], (client) =>
+          runScript(
+            client,
+            RESTORE_COPIES,
+            copies.map(({ request }) => redisLockNames(request.key).lock),
+            [...copies.map(({ value }) => value), ...copies.map(({ request }) => request.ttlMs)],
+          ),
+        ),
+      ),
+    );
+    if (results.every((r) => r instanceof Error)) throw results[0];
+    return results;
   }
 
   async release(key: string, token: string): Promise<boolean> {
@@ -175,24 +261,29 @@ export class RedlockLockBackend implements LockBackend {
    */
   async inspect(key: string): Promise<StoreLockInfo> {
     const names = redisLockNames(key);
-    const answers = await this.onEveryNode(
-      async (node) =>
-        (await runScript(node, INSPECT_COPY, [names.lock, names.fence], [])) as [
-          string,
-          number,
-          number,
-        ],
+    const answers = await this.onEveryNode((client, node) =>
+      this.fencedOn(
+        node,
+        async (count) =>
+          (await runScript(
+            client,
+            INSPECT_COPY,
+            [names.lock, counterOf(names, count), names.legacyFence, FENCE_BUCKETS_META],
+            [count],
+          )) as [string, number, number],
+      ),
     );
     const views = answers.flatMap((a) => (a.ok ? [a.value] : []));
     if (views.length < this.quorum) throw this.noQuorum('inspect', answers);
-    const holder = this.quorumHolder(views.map(([token]) => token));
-    const fence = Math.max(...views.map(([, , counter]) => Number(counter)));
-    if (holder === undefined) return { held: false, fence, holders: 0 };
+    const holder = this.quorumHolder(views.map(([value]) => tokenOf(String(value))));
+    const last = Math.max(...views.map(([, , counter]) => Number(counter)));
+    if (holder === undefined) return { held: false, fence: last, holders: 0 };
+    const copies = views.filter(([value]) => tokenOf(String(value)) === holder);
+    const fences = copies.flatMap(([value]) => fenceOf(String(value)) ?? []);
+    // Untagged copies only (a fencing round that failed half-way): the counters, never lower.
+    const fence = fences.length > 0 ? Math.max(...fences) : last;
     // Copies expire one by one: the lock ends when the quorum-th longest-lived copy does.
-    const lives = views
-      .filter(([token]) => token === holder)
-      .map(([, pttl]) => Number(pttl))
-      .sort((a, b) => b - a);
+    const lives = copies.map(([, pttl]) => Number(pttl)).sort((a, b) => b - a);
     return { held: true, fence, remainingMs: Math.max(0, lives[this.quorum - 1]), holders: 1 };
   }
 
@@ -205,7 +296,7 @@ export class RedlockLockBackend implements LockBackend {
     const answers = await this.onEveryNode(async (node) =>
       String(await runScript(node, DELETE_COPY, [resource], [])),
     );
-    const deleted = answers.flatMap((a) => (a.ok ? [a.value] : []));
+    const deleted = answers.flatMap((a) => (a.ok ? [tokenOf(a.value)] : []));
     if (deleted.length < this.quorum) throw this.noQuorum('forceRelease', answers);
     return this.quorumHolder(deleted) !== undefined;
   }
@@ -235,22 +326,99 @@ export class RedlockLockBackend implements LockBackend {
   }
 
   /**
-   * Two rounds: INCR the key's counter on every node and take the max over at least a quorum;
-   * then raise every node to that max and count the grant only once a quorum confirmed. Any
-   * later grant's INCR reaches a quorum that intersects this one, so its fence is higher. Safe
-   * as long as nodes keep their data (AOF with fsync); a node restarted empty can lower it.
+   * One-off upgrade sweep, as for a single Redis (`RedisLockBackend.sweepLegacyFences`), on
+   * every node that answers: folds each per-key fence counter of versions before fence buckets
+   * into its bucket and deletes it. Returns how many it folded; rejects on a node that fails
+   * (run it again: folding is idempotent).
    */
-  private async fence(fenceKey: string): Promise<number> {
-    const counts = await this.onEveryNode((node) => node.incr(fenceKey));
+  async sweepLegacyFences(): Promise<number> {
+    let swept = 0;
+    for (const node of this.#nodes) {
+      const { client, connection } = node;
+      if (!client.scan) throw new Error('the client cannot SCAN');
+      let cursor = '0';
+      do {
+        const [next, found] = await connection.run(() =>
+          client.scan!(cursor, 'MATCH', '{*}*:fence', 'COUNT', 1_000),
+        );
+        cursor = next;
+        for (const name of found) {
+          const fullKey = legacyFenceOwner(name);
+          if (fullKey === undefined) continue;
+          const names = redisLockNames(fullKey);
+          swept += await this.fencedOn(node, async (count) =>
+            Number(
+              await connection.run(() =>
+                runScript(
+                  client,
+                  CARRY_LEGACY,
+                  [names.legacyFence, counterOf(names, count), FENCE_BUCKETS_META],
+                  [count],
+                ),
+              ),
+            ),
+          );
+        }
+      } while (cursor !== '0');
+    }
+    return swept;
+  }
+
+  /**
+   * Two rounds: draw the key's bucket counter on every node (INCR, after carrying over a
+   * legacy per-key counter) and take the max over at least a quorum; then raise every node's
+   * bucket to that max (tagging its copy of the lock with it) and count the grant only once a
+   * quorum confirmed. Any later grant's draw reaches a quorum that intersects this one, and on
+   * the common node the key's bucket is at least this fence, so its fence is higher (other keys
+   * of the bucket only raise it further). Safe as long as nodes keep their data (AOF with
+   * fsync); a node restarted empty can lower it.
+   */
+  private async fence(names: RedisLockNames, token: string): Promise<number> {
+    const counts = await this.onEveryNode((client, node) =>
+      this.fencedOn(node, (count) =>
+        runScript(
+          client,
+          DRAW_FENCE,
+          [counterOf(names, count), names.legacyFence, FENCE_BUCKETS_META],
+          [count],
+        ),
+      ),
+    );
     const values = counts.flatMap((c) => (c.ok ? [Number(c.value)] : []));
     if (values.length < this.quorum) throw this.noQuorum('fence (INCR)', counts);
     const max = Math.max(...values);
-    const raised = await this.onEveryNode((node) =>
-      runScript(node, RAISE_FENCE, [fenceKey], [max]),
+    const raised = await this.onEveryNode((client, node) =>
+      this.fencedOn(node, (count) =>
+        runScript(
+          client,
+          RAISE_FENCE,
+          [counterOf(names, count), names.lock, FENCE_BUCKETS_META],
+          [max, token, count],
+        ),
+      ),
     );
     if (raised.filter((r) => r.ok).length < this.quorum)
       throw this.noQuorum('fence (raise)', raised);
     return max;
+  }
+
+  /**
+   * Runs a call that reads or draws a node's fences with its bucket count: the node's first
+   * one moves it to the configured `fenceBuckets` (see `FenceBucketCount`).
+   */
+  private fencedOn<T>(node: QuorumNode, call: (count: number) => Promise<T>): Promise<T> {
+    const exec = (
+      script: Parameters<typeof runScript>[1],
+      keys: readonly string[],
+      args: readonly (string | number)[],
+    ): Promise<unknown> => node.connection.run(() => runScript(node.client, script, keys, args));
+    return this.#buckets.get(node)!.run(exec, call);
+  }
+
+  /** A node's answer for one request of a batch that failed on its own (one key's error). */
+  private failedAnswer(node: string, err: Error): NodeAnswer<never> {
+    const { message, cause } = this.failure(err);
+    return { node, ok: false, refused: err.name === 'ReplyError', error: message, cause };
   }
 
   /** The token a quorum of `tokens` agree on ('' = no copy), if any. */
@@ -315,20 +483,23 @@ export class RedlockLockBackend implements LockBackend {
     return { message: this.#redactor.message(cause), cause };
   }
 
-  private onEveryNode<T>(fn: (node: RedlockNode) => Promise<T>): Promise<NodeAnswer<T>[]> {
+  private onEveryNode<T>(
+    fn: (client: RedlockNode, node: QuorumNode) => Promise<T>,
+  ): Promise<NodeAnswer<T>[]> {
     return this.onNodes(this.#nodes, fn);
   }
 
   /** Runs `fn` on each node, each bounded by `nodeTimeout`, a disconnected one failing at once. */
   private onNodes<T>(
     nodes: readonly QuorumNode[],
-    fn: (node: RedlockNode) => Promise<T>,
+    fn: (client: RedlockNode, node: QuorumNode) => Promise<T>,
   ): Promise<NodeAnswer<T>[]> {
     return Promise.all(
-      nodes.map(async ({ client, connection, label }): Promise<NodeAnswer<T>> => {
+      nodes.map(async (node): Promise<NodeAnswer<T>> => {
+        const { client, connection, label } = node;
         try {
           const value = await withTimeout(
-            connection.run(() => fn(client)),
+            connection.run(() => fn(client, node)),
             this.nodeTimeout,
           );
           return { node: label, ok: true, value };
@@ -341,4 +512,9 @@ export class RedlockLockBackend implements LockBackend {
       }),
     );
   }
+}
+
+/** A key's fence bucket counter on a node laid out for `count` buckets. */
+function counterOf(names: RedisLockNames, count: number): string {
+  return fenceCounterName(fenceBucket(names.slot, count));
 }

@@ -9,6 +9,7 @@ import {
 } from '../../core/shared/options';
 import type { RedlockBackendConfig } from '../backend-config';
 import { endpointOf, RedisConnection } from '../redis/redis-connection';
+import { checkFenceBuckets } from '../redis/fence-bucket-option';
 import { checkStartup, startOrClose } from '../redis/redis-startup';
 import { checkRedisUrl } from '../redis/redis-url';
 import {
@@ -17,6 +18,7 @@ import {
   type Redlock4,
   type RedlockNode,
 } from './redlock.backend';
+import { REDLOCK_UNLOCK_LUA } from './redlock-scripts';
 
 const KEYS: ReadonlySet<string> = new Set([
   'type',
@@ -26,6 +28,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'driftFactor',
   'nodeTimeout',
   'startup',
+  'fenceBuckets',
 ]);
 const DEFAULT_DRIFT_FACTOR = 0.01;
 const DEFAULT_NODE_TIMEOUT_MS = 2_000;
@@ -79,6 +82,9 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
     }
     if (config.nodeTimeout !== undefined) checkDuration(config.nodeTimeout, `${field}.nodeTimeout`);
     checkStartup(config.startup, `${field}.startup`);
+    if (config.fenceBuckets !== undefined) {
+      checkFenceBuckets(config.fenceBuckets, `${field}.fenceBuckets`);
+    }
     if (config.redisOptions !== undefined)
       checkObject(config.redisOptions, `${field}.redisOptions`);
   },
@@ -141,6 +147,8 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       retryCount: 0,
       retryDelay: 0,
       retryJitter: 0,
+      // Copies are tagged `<token> <fence>` after the grant: release compares the token part.
+      unlockScript: () => REDLOCK_UNLOCK_LUA,
     });
     (redlock as unknown as { on(e: string, cb: () => void): void }).on(
       'clientError',
@@ -154,6 +162,7 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
       nodeTimeout,
       redactor,
+      config.fenceBuckets,
     );
     if (config.startup === 'fail')
       await startOrClose(backend, name, redactor, () => backend.ready());

@@ -1,0 +1,272 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import Redis from 'ioredis';
+import type { LockBackend } from '../../lib/core/contract/lock-backend';
+import type { LockModuleOptions } from '../../lib';
+import { hashSlot } from '../../lib/backends/redis/crc16';
+import {
+  FENCE_BUCKETS_META,
+  fenceBucket,
+  fenceCounterName,
+} from '../../lib/backends/redis/fence-buckets';
+import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
+import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
+
+// Issue 18 on one Redis node of its own (so DBSIZE and INFO count only this spec's keys and
+// calls): the fence counters left behind stay within `fenceBuckets` however many distinct keys
+// are locked, each key's fences still rise strictly, counters of earlier versions are carried
+// over, a change of `fenceBuckets` keeps fences rising, and extendMany renews a batch in one
+// pipeline.
+const token = (): string => randomUUID().replaceAll('-', '');
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('redis (single node): fence buckets and extendMany', () => {
+  let node: RedisNode;
+  let raw: Redis;
+  const apps: LockTestApp[] = [];
+
+  /** An app on this spec's node; its backend `r`. */
+  async function start(fenceBuckets?: number): Promise<{ app: LockTestApp; backend: LockBackend }> {
+    const options: LockModuleOptions = {
+      backends: { r: { type: 'redis', url: node.url, ...(fenceBuckets ? { fenceBuckets } : {}) } },
+    };
+    const app = await createLockApp(options);
+    apps.push(app);
+    return { app, backend: app.manager.getBackend('r') };
+  }
+
+  beforeAll(async () => {
+    node = await startRedisNode();
+    raw = new Redis(node.url);
+  });
+  beforeEach(async () => {
+    await Promise.all(apps.splice(0).map((app) => app.close()));
+    await raw.flushall();
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.close()));
+    raw.disconnect();
+    await node.stop();
+  });
+
+  it('2,000 distinct keys locked and released (some contended) leave at most fenceBuckets (64) counters', async () => {
+    const { app, backend } = await start(64);
+    const keys = Array.from({ length: 2_000 }, (_, i) => `fp:${i}`);
+    await lockAndRelease(backend, keys);
+    // Queued waiters too: their queue, expiries and arrival counter must not stay either.
+    for (let i = 0; i < 5; i++) {
+      const held = await app.locks.acquire(`fp:queued:${i}`);
+      const waiter = app.locks.acquire(`fp:queued:${i}`, { waitTimeout: 5_000 });
+      await sleep(50);
+      await held.release();
+      await (await waiter).release();
+    }
+    const left = await footprint(raw);
+    expect(left.counters.length).toBeLessThanOrEqual(64);
+    expect(left.counters.length).toBeGreaterThan(50); // 2,000 keys hit (nearly) every bucket
+    expect(left.meta).toBe(true);
+    expect(await raw.get(FENCE_BUCKETS_META)).toBe('64');
+    // No lock, queue or per-key counter is left; only the arrival counters, which expire
+    // (2 x the 3 s waiter ttl) like the queues they ordered.
+    for (const { key, pttl } of left.others) {
+      expect(key).toMatch(/:arrivals$/);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(6_000);
+    }
+    expect(left.others.length).toBeLessThanOrEqual(5);
+    expect(await raw.dbsize()).toBeLessThanOrEqual(64 + 1 + 5);
+  });
+
+  it('with the default 4,096 buckets, 6,000 distinct keys leave at most 4,096 counters', async () => {
+    const { backend } = await start();
+    const startedAt = performance.now();
+    await lockAndRelease(
+      backend,
+      Array.from({ length: 6_000 }, (_, i) => `fp:default:${i}`),
+    );
+    expect(performance.now() - startedAt).toBeLessThan(20_000);
+    const left = await footprint(raw);
+    expect(left.others).toEqual([]);
+    expect(left.counters.length).toBeLessThanOrEqual(4_096);
+    expect(await raw.dbsize()).toBeLessThanOrEqual(4_097);
+    expect(await raw.get(FENCE_BUCKETS_META)).toBe('4096');
+  });
+
+  it("a key's fences rise strictly while other keys of its bucket are granted in between", async () => {
+    const { backend } = await start(64);
+    const key = 'fp:mine';
+    const mates = bucketMates(key, 'fp:mate:', 20, 64);
+    const mine: number[] = [];
+    const all: number[] = [];
+    for (let round = 0; round < 50; round++) {
+      const t = token();
+      const grant = await backend.tryAcquire({ key, token: t, ttlMs: 10_000 });
+      mine.push(grant!.fence!);
+      all.push(grant!.fence!);
+      await backend.release(key, t);
+      const fences = await lockAndRelease(backend, mates.slice(0, 1 + (round % mates.length)), 5);
+      all.push(...fences.values());
+    }
+    for (let i = 1; i < mine.length; i++) expect(mine[i]).toBeGreaterThan(mine[i - 1]);
+    // One counter served them all: every grant in the bucket got a fence of its own.
+    expect(new Set(all).size).toBe(all.length);
+    // While held, inspect gives the holder's fence (not the counter other keys move on).
+    const t = token();
+    const held = await backend.tryAcquire({ key, token: t, ttlMs: 10_000 });
+    await lockAndRelease(backend, mates, 5);
+    expect(await backend.inspect!(key)).toMatchObject({ held: true, fence: held!.fence });
+    await backend.release(key, t);
+    // Free: the bucket counter, at least the key's last fence (the next grant's is higher).
+    const free = await backend.inspect!(key);
+    expect(free.held).toBe(false);
+    expect(free.fence!).toBeGreaterThan(held!.fence!);
+    const next = await backend.tryAcquire({ key, token: token(), ttlMs: 1_000 });
+    expect(next!.fence!).toBeGreaterThan(free.fence!);
+  });
+
+  it('a per-key counter of an earlier version is carried over by the next grant, then deleted', async () => {
+    const { backend } = await start(64);
+    const names = redisLockNames('fp:legacy');
+    await raw.set(names.legacyFence, 1_000);
+    const t = token();
+    const grant = await backend.tryAcquire({ key: 'fp:legacy', token: t, ttlMs: 10_000 });
+    expect(grant!.fence!).toBeGreaterThan(1_000);
+    expect(await raw.exists(names.legacyFence)).toBe(0);
+    expect(await raw.get(names.lock)).toBe(`${t} ${grant!.fence}`);
+    await backend.release('fp:legacy', t);
+    const again = await backend.tryAcquire({ key: 'fp:legacy', token: token(), ttlMs: 1_000 });
+    expect(again!.fence!).toBeGreaterThan(grant!.fence!);
+  });
+
+  it('a lock an earlier version holds (bare token, no fence) still excludes, and its counter is inspected', async () => {
+    const { backend } = await start(64);
+    const names = redisLockNames('fp:old-holder');
+    await raw.set(names.legacyFence, 77);
+    await raw.set(names.lock, 'old-instance-token', 'PX', 10_000);
+    expect(await backend.tryAcquire({ key: 'fp:old-holder', token: token(), ttlMs: 1_000 })).toBe(
+      null,
+    );
+    expect(await backend.extend('fp:old-holder', 'old', 1_000)).toBe(false);
+    expect(await backend.inspect!('fp:old-holder')).toMatchObject({ held: true, fence: 77 });
+  });
+
+  it('sweepLegacyFences folds the per-key counters of keys never locked again into their buckets', async () => {
+    const { backend } = await start(64);
+    const values = { 'fp:sweep:a': 500, 'fp:sweep:b': 2_000, 'fp:sweep:c': 7 };
+    for (const [key, value] of Object.entries(values)) {
+      await raw.set(redisLockNames(key).legacyFence, value);
+    }
+    await raw.set('{not-ours}fp:sweep:a:fence', 9); // a user's key that merely ends in :fence
+    expect(await (backend as RedisLockBackend).sweepLegacyFences()).toBe(3);
+    for (const key of Object.keys(values)) {
+      expect(await raw.exists(redisLockNames(key).legacyFence)).toBe(0);
+    }
+    expect(await raw.get('{not-ours}fp:sweep:a:fence')).toBe('9');
+    const grant = await backend.tryAcquire({ key: 'fp:sweep:b', token: token(), ttlMs: 1_000 });
+    expect(grant!.fence!).toBeGreaterThan(2_000);
+    expect(await (backend as RedisLockBackend).sweepLegacyFences()).toBe(0);
+  });
+
+  it('a new fenceBuckets raises the new counters above the old before serving; an instance on the old count adopts it', async () => {
+    const old = await start(64);
+    const fences = await lockAndRelease(old.backend, ['fp:move:a', 'fp:move:b']);
+    // One old counter far ahead of the others: every key's new bucket must start above it.
+    await raw.set(fenceCounterName(5), 5_000);
+    const moved = await start(128);
+    const a = await lockAndRelease(moved.backend, ['fp:move:a']);
+    expect(a.get('fp:move:a')!).toBeGreaterThan(5_000);
+    expect(await raw.get(FENCE_BUCKETS_META)).toBe('128');
+    for (let bucket = 0; bucket < 128; bucket++) {
+      expect(Number(await raw.get(fenceCounterName(bucket)))).toBeGreaterThanOrEqual(5_000);
+    }
+    // The instance still configured for 64 is refused the old layout and follows the store.
+    // (Both keys' buckets differ between the layouts: slot % 128 >= 64, so a draw from the old
+    // layout's counter would not exceed the fence drawn from the new one.)
+    for (const key of ['fp:move:a', 'fp:move:b']) {
+      expect(redisLockNames(key).slot % 128).toBeGreaterThanOrEqual(64);
+    }
+    const b = await lockAndRelease(old.backend, ['fp:move:b', 'fp:move:a']);
+    expect(b.get('fp:move:b')!).toBeGreaterThan(Math.max(5_000, fences.get('fp:move:b')!));
+    expect(b.get('fp:move:a')!).toBeGreaterThan(a.get('fp:move:a')!);
+    // Down to 16: the counters past the new count are deleted, the rest raised.
+    const fewer = await start(16);
+    const c = await lockAndRelease(fewer.backend, ['fp:move:a']);
+    expect(c.get('fp:move:a')!).toBeGreaterThan(b.get('fp:move:a')!);
+    const left = await footprint(raw);
+    expect(left.counters.length).toBeLessThanOrEqual(16);
+    expect(left.others).toEqual([]);
+  });
+
+  it('extendMany renews only the leases its own tokens still hold, one result per request', async () => {
+    const { backend } = await start();
+    const grant = async (key: string, ttlMs: number): Promise<string> => {
+      const t = token();
+      expect(await backend.tryAcquire({ key, token: t, ttlMs })).not.toBeNull();
+      return t;
+    };
+    const ours = await grant('fp:x:ours', 10_000);
+    const expired = await grant('fp:x:expired', 50);
+    const stolen = await grant('fp:x:stolen', 50);
+    const forced = await grant('fp:x:forced', 10_000);
+    await sleep(100);
+    await grant('fp:x:stolen', 5_000); // someone else's now
+    expect(await backend.forceRelease!('fp:x:forced')).toBe(true);
+    await raw.hset(redisLockNames('fp:x:typed').lock, 'x', '1'); // a key of another type
+    const results = await backend.extendMany!([
+      { key: 'fp:x:ours', token: ours, ttlMs: 60_000 },
+      { key: 'fp:x:expired', token: expired, ttlMs: 60_000 },
+      { key: 'fp:x:stolen', token: stolen, ttlMs: 60_000 },
+      { key: 'fp:x:forced', token: forced, ttlMs: 60_000 },
+      { key: 'fp:x:never', token: token(), ttlMs: 60_000 },
+      { key: 'fp:x:typed', token: token(), ttlMs: 60_000 },
+    ]);
+    expect(results.slice(0, 5)).toEqual([true, false, false, false, false]);
+    // That lease fails alone (retried by the engine), as a single extend would reject.
+    expect(results[5]).toBeInstanceOf(Error);
+    expect((results[5] as Error).message).toMatch(/^WRONGTYPE/);
+    expect(await raw.pttl(redisLockNames('fp:x:ours').lock)).toBeGreaterThan(55_000);
+    expect(await raw.pttl(redisLockNames('fp:x:stolen').lock)).toBeLessThanOrEqual(5_000);
+    expect(await raw.exists(redisLockNames('fp:x:expired').lock)).toBe(0);
+    expect(await raw.exists(redisLockNames('fp:x:forced').lock)).toBe(0);
+    expect(await backend.extendMany!([])).toEqual([]);
+  });
+
+  it('extendMany renews 2,500 leases with one script call per 1,000 (three EVALSHAs, one pipeline)', async () => {
+    const { backend } = await start();
+    const requests = Array.from({ length: 2_500 }, (_, i) => ({
+      key: `fp:many:${i}`,
+      token: token(),
+      ttlMs: 5_000,
+    }));
+    for (let at = 0; at < requests.length; at += 100) {
+      await Promise.all(requests.slice(at, at + 100).map((r) => backend.tryAcquire(r)));
+    }
+    await backend.extendMany!(requests.slice(0, 1)); // the node learns the script
+    const before = await evalshaCalls(raw);
+    const renewed = requests.map((r) => ({ ...r, ttlMs: 60_000 }));
+    renewed[1_234] = { ...renewed[1_234], token: 'someone-else' };
+    const results = await backend.extendMany!(renewed);
+    expect(await evalshaCalls(raw)).toBe(before + 3);
+    expect(results.filter((r) => r === true)).toHaveLength(2_499);
+    expect(results[1_234]).toBe(false);
+    expect(await raw.pttl(redisLockNames('fp:many:2499').lock)).toBeGreaterThan(55_000);
+    expect(await raw.pttl(redisLockNames('fp:many:1234').lock)).toBeLessThanOrEqual(5_000);
+  });
+
+  it('counter names: tag slots match CRC16 (foo 12182, 123456789 0x31C3), and every bucket has its own counter', () => {
+    expect(hashSlot('foo')).toBe(12_182);
+    expect(hashSlot('123456789')).toBe(0x31c3 % 16_384);
+    expect(fenceCounterName(12_182)).toBe('{foo}nestjs-distributed-lock:fence');
+    const names = new Set(Array.from({ length: 16_384 }, (_, b) => fenceCounterName(b)));
+    expect(names.size).toBe(16_384);
+    for (const bucket of [0, 1, 4_095, 16_383]) {
+      const tag = /^\{(.*)\}/.exec(fenceCounterName(bucket))![1];
+      expect(hashSlot(tag)).toBe(bucket);
+    }
+    expect(fenceBucket(12_182, 64)).toBe(12_182 % 64);
+    expect(fenceBucket(12_182, null)).toBe(12_182);
+  });
+});
