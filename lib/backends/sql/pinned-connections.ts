@@ -270,7 +270,9 @@ export function poolSize(ds: SqlDataSource): number {
 
 /** Pool size that DataSource options give (see {@link poolSize}). */
 export function poolSizeOf(options: { poolSize?: unknown; extra?: unknown }): number {
-  const extra = (typeof options.extra === 'object' && options.extra !== null ? options.extra : {}) as {
+  const extra = (
+    typeof options.extra === 'object' && options.extra !== null ? options.extra : {}
+  ) as {
     max?: unknown;
     connectionLimit?: unknown;
   };

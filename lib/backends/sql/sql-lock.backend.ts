@@ -193,7 +193,8 @@ export class SqlLockBackend implements LockBackend {
       lastFence(db, key),
       strategy.waiting?.(db, key),
     ]);
-    const waiting = inDatabase === undefined ? undefined : inDatabase + this.#lines.waitingHere(key);
+    const waiting =
+      inDatabase === undefined ? undefined : inDatabase + this.#lines.waitingHere(key);
     return { held, fence, holders: held ? 1 : 0, ...(waiting === undefined ? {} : { waiting }) };
   }
 
@@ -352,7 +353,8 @@ export class SqlLockBackend implements LockBackend {
   /** The release listener of a PostgreSQL `table` backend, made on first use. */
   private releaseListener(db: SqlDatabase): PgReleaseListener | undefined {
     if (this.#listener === undefined && !this.#closed) {
-      const newClient = db.dialect.family === 'postgres' ? pgClientFactory(db.dataSource) : undefined;
+      const newClient =
+        db.dialect.family === 'postgres' ? pgClientFactory(db.dataSource) : undefined;
       const logger = new Logger('LockService');
       this.#listener = newClient
         ? new PgReleaseListener(

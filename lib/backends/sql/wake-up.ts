@@ -33,10 +33,12 @@ export function sleepUntilWoken(
     signal?.addEventListener('abort', finish, { once: true });
     for (const source of sources) {
       const stop = source(finish);
-      if (done) stop(); // woke during registration: finish() ran before this stop was known
+      if (done)
+        stop(); // woke during registration: finish() ran before this stop was known
       else stops.push(stop);
     }
-    if (!done && ms !== Infinity) timer = setTimeout(finish, Math.min(Math.max(0, ms), MAX_TIMER_MS));
+    if (!done && ms !== Infinity)
+      timer = setTimeout(finish, Math.min(Math.max(0, ms), MAX_TIMER_MS));
   });
 }
 
