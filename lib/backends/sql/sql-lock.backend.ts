@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { monotonicNow } from '../../core/shared/clock';
-import { backoffDelay, sleep } from '../../core/shared/timers';
+import { backoffDelay } from '../../core/shared/timers';
 import type {
   GrantRequest,
   LockBackend,
