@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
+import type { ReleaseNotices } from './release-notices';
 import type { SqlDataSource } from './typeorm-types';
-import type { WakeSource } from './wake-up';
 
 /** Bound on connecting the listening client when the pool's options set none, ms. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -84,24 +84,10 @@ export function pgClientFactory(dataSource: SqlDataSource): (() => PgListenClien
   };
 }
 
-/** A waiter's interest in one key's release (see {@link PgReleaseListener.expect}). */
-export interface ReleaseNotice {
-  /** Wakes a sleeper when the release is heard, at once if it was heard already. */
-  readonly source: WakeSource;
-  /** Stops expecting it. */
-  cancel(): void;
-}
-
-/** One notice's state. */
-interface Expectation {
-  heard: boolean;
-  wake?: () => void;
-}
-
 /**
- * One `LISTEN` connection per backend (PostgreSQL `table`): waiters of this process say which
- * key they wait for, and a release announced on the table's channel wakes the ones waiting for
- * that key. Connected on the first wait, closed by `close()`; when the connection drops, it
+ * One `LISTEN` connection per backend (PostgreSQL `table`): a release announced on the table's
+ * channel (by any process) is told to the backend's {@link ReleaseNotices}, which wakes the
+ * waiters of that key. Connected on the first wait, closed by `close()`; when the connection drops, it
  * connects again (backing off up to 5 s) and wakes every waiter once, since a release announced
  * meanwhile was not heard. Waiters keep a fallback timer throughout: a missed notification costs
  * latency, never a lock. Errors are reported through `warn`, already redacted.
@@ -117,9 +103,10 @@ export class PgReleaseListener {
   private retries = 0;
   /** Whether the last attempt failed (one warning per outage, not one per retry). */
   private failing = false;
-  private readonly expected = new Map<string, Set<Expectation>>();
 
   constructor(
+    /** Where the releases heard are told (the backend's waiters wait there). */
+    private readonly notices: ReleaseNotices,
     private readonly newClient: () => PgListenClient,
     private readonly channel: string,
     /** A driver error as a redacted text. */
@@ -153,37 +140,6 @@ export class PgReleaseListener {
     return this.connecting;
   }
 
-  /**
-   * Registers interest in the release of `storedKey` (register before the attempt that may find
-   * the key busy: a release between that attempt and the sleep is then not missed).
-   */
-  expect(storedKey: string): ReleaseNotice {
-    const expectation: Expectation = { heard: false };
-    let set = this.expected.get(storedKey);
-    if (!set) {
-      set = new Set();
-      this.expected.set(storedKey, set);
-    }
-    set.add(expectation);
-    return {
-      source: (wake) => {
-        if (expectation.heard) {
-          wake();
-          return () => undefined;
-        }
-        expectation.wake = wake;
-        return () => {
-          expectation.wake = undefined;
-        };
-      },
-      cancel: () => {
-        const current = this.expected.get(storedKey);
-        current?.delete(expectation);
-        if (current?.size === 0) this.expected.delete(storedKey);
-      },
-    };
-  }
-
   /** Stops listening for good: ends the connection (or the attempt under way) and any retry. */
   async close(): Promise<void> {
     this.closed = true;
@@ -195,7 +151,7 @@ export class PgReleaseListener {
     this.pending = undefined;
     await Promise.all(clients.map((client) => endQuietly(client)));
     await this.connecting;
-    this.wakeAll();
+    this.notices.fireAll();
   }
 
   private async connect(): Promise<boolean> {
@@ -230,7 +186,7 @@ export class PgReleaseListener {
     this.retries = 0;
     this.failing = false;
     // A release announced while nobody listened went unheard: every waiter looks once more.
-    this.wakeAll();
+    this.notices.fireAll();
     return true;
   }
 
@@ -243,7 +199,7 @@ export class PgReleaseListener {
     void endQuietly(client);
     if (this.closed) return;
     this.failed(err ?? new Error('the connection closed'));
-    this.wakeAll();
+    this.notices.fireAll();
   }
 
   private failed(err: unknown): void {
@@ -269,21 +225,7 @@ export class PgReleaseListener {
 
   private heard(message: PgNotification): void {
     if (message.channel !== this.channel || message.payload === undefined) return;
-    const set = this.expected.get(message.payload);
-    if (!set) return;
-    for (const expectation of set) {
-      expectation.heard = true;
-      expectation.wake?.();
-    }
-  }
-
-  private wakeAll(): void {
-    for (const set of this.expected.values()) {
-      for (const expectation of set) {
-        expectation.heard = true;
-        expectation.wake?.();
-      }
-    }
+    this.notices.fire(message.payload);
   }
 }
 

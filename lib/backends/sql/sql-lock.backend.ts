@@ -22,6 +22,7 @@ import {
 import { connectionAnswers, PinnedConnections, poolSize } from './pinned-connections';
 import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
+import { ReleaseNotices } from './release-notices';
 import type { LeaseStrategy, SessionStrategy, SqlLockStrategy } from './sql-lock-strategy';
 import { endSession, sessionIdOf } from './sql-sessions';
 import type { SqlSource } from './sql-source';
@@ -90,6 +91,8 @@ export class SqlLockBackend implements LockBackend {
   readonly #slots = new DatabaseWaitSlots();
   /** Keys a session try is under way for: a second try of the same key answers busy at once. */
   readonly #trying = new Set<string>();
+  /** `table` waiters by key: woken by this process's releases and the listener's. */
+  readonly #notices = new ReleaseNotices();
   /** PostgreSQL `table`: made on the first wait (`null`: this database cannot have one). */
   #listener?: PgReleaseListener | null;
   #closed = false;
@@ -295,10 +298,11 @@ export class SqlLockBackend implements LockBackend {
   };
 
   /**
-   * The head of a `table` line: try; if busy, sleep until the release is announced (PostgreSQL,
-   * once its listener is up), the lease runs out (read from the row), or at most
-   * {@link NOTIFIED_FALLBACK_MAX_MS}; without a listener, the engine's back-off. Interest in the
-   * release is registered before each try, so one announced in between still wakes it.
+   * The head of a `table` line: try; if busy, sleep until the key's release is heard (made by
+   * this process, or announced by another through the PostgreSQL listener), or else, with the
+   * listener up, until the lease runs out (read from the row) or at most
+   * {@link NOTIFIED_FALLBACK_MAX_MS}; without a listener, until the engine's back-off passes.
+   * Interest in the release is registered before each try, so one heard in between still wakes it.
    */
   private readonly headOfLease = async (
     request: QueuedRequest,
@@ -320,20 +324,16 @@ export class SqlLockBackend implements LockBackend {
     }
     for (let attempt = 0; ; attempt++) {
       if (deadline - monotonicNow() <= 0 || signal.aborted || this.#closed) return null;
-      const notice = listener?.expect(storedKey(key));
+      const notice = this.#notices.expect(storedKey(key));
       try {
         const grant = await this.take(db, request, 0);
         if (grant) return grant;
         const pause = listener?.listening
           ? await this.untilLeaseEnds(db, key, attempt)
           : backoffDelay(attempt);
-        await sleepUntilWoken(
-          Math.min(deadline - monotonicNow(), pause),
-          signal,
-          notice ? [notice.source] : [],
-        );
+        await sleepUntilWoken(Math.min(deadline - monotonicNow(), pause), signal, [notice.source]);
       } finally {
-        notice?.cancel();
+        notice.cancel();
       }
     }
   };
@@ -358,6 +358,7 @@ export class SqlLockBackend implements LockBackend {
       const logger = new Logger('LockService');
       this.#listener = newClient
         ? new PgReleaseListener(
+            this.#notices,
             newClient,
             releaseChannel(db.tableName),
             (err) => db.describe(err),
@@ -368,8 +369,12 @@ export class SqlLockBackend implements LockBackend {
     return this.#listener ?? undefined;
   }
 
-  /** PostgreSQL `table`: tells the waiters of every process that `key` was just freed. */
+  /**
+   * `table`: tells this process's waiters that `key` was just freed, and on PostgreSQL those of
+   * every process.
+   */
   private async announce(db: SqlDatabase, key: string): Promise<void> {
+    this.#notices.fire(storedKey(key));
     if (db.dialect.family === 'postgres') await announceRelease(db, key);
   }
 
