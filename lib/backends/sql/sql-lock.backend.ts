@@ -76,7 +76,7 @@ export interface SqlLockBackendOptions {
  */
 export class SqlLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities;
-  /** Present only for a strategy that waits in the database (`waiting: 'queue'`). */
+  /** Present for `table` and `for-update` (`waiting: 'queue'`): waits in the key's local line. */
   readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
