@@ -159,4 +159,16 @@ export interface TypeormBackendConfig {
    * 90 % of it.
    */
   sessionTimeout?: number;
+  /**
+   * `for-update` only: how many connections may wait in the database for a busy lock at once
+   * (a whole number, at most the pool size minus two; default a quarter of the pool, at least
+   * one, so a pool of 10 lends 2). A waiting connection is pinned for the whole wait, so this
+   * bounds what waiting takes from the pool: the rest stays for holders and ordinary queries.
+   * The callers of a process waiting for one key share one waiting connection (the first in a
+   * local FIFO line waits in the database, the others wait in process behind it); waiters past
+   * the cap are never refused: they try without waiting and sleep until a waiting connection
+   * frees (or their back-off passes), within their `waitTimeout` and `signal` as ever. `0`:
+   * never wait in the database (waiters only try and sleep).
+   */
+  maxWaitingConnections?: number;
 }

@@ -12,7 +12,7 @@ import type { ConformanceTarget } from './lock-conformance';
  * advisory a session lock of a connection, polled (no queue the engine can wait in).
  */
 const CAPABILITIES = {
-  table: { leaseBased: true, fencing: true, waiting: 'poll' },
+  table: { leaseBased: true, fencing: true, waiting: 'queue' },
   'for-update': { leaseBased: false, fencing: true, waiting: 'queue' },
   advisory: { leaseBased: false, fencing: true, waiting: 'poll' },
 } as const satisfies Record<string, ConformanceTarget['capabilities']>;

@@ -4,6 +4,7 @@ import { LockBackendError } from '../../errors/lock.errors';
 import { nextFence } from './fence-counter';
 import type { SqlDatabase } from './sql-database';
 import type { SqlDataSource, SqlRunner } from './typeorm-types';
+import { Pulse } from './wake-up';
 
 /** One held lock and the connection it lives on. */
 export interface Pinned {
@@ -38,8 +39,12 @@ const DEFAULT_POOL_SIZE = 10;
  */
 export class PinnedConnections {
   private readonly held = new Map<string, Pinned>();
+  /** Held locks per key (a key is busy here while it has one). */
+  private readonly heldKeys = new Map<string, number>();
   /** Pins in use, including acquisitions in progress. */
   private pinned = 0;
+  /** Fires each time a connection goes back to the pool (a waiter short of one may go on). */
+  readonly freed = new Pulse();
   private lostListener: LockLossListener = () => undefined;
   private keepAliveTimer?: NodeJS.Timeout;
 
@@ -54,10 +59,23 @@ export class PinnedConnections {
     this.lostListener = listener;
   }
 
-  /** A dedicated connection, or `LockBackendError` when that would exhaust the pool. */
+  /** Whether one more connection can be pinned now without exhausting the pool. */
+  canPin(db: SqlDatabase): boolean {
+    return this.pinned < maxPins(db.dataSource);
+  }
+
+  /** Whether this process holds a lock on `key` (with any token). */
+  holds(key: string): boolean {
+    return this.heldKeys.has(key);
+  }
+
+  /**
+   * A dedicated connection, or `LockBackendError` when that would exhaust the pool. Counted
+   * before its first await, so a caller that checked {@link canPin} just before gets it.
+   */
   async pin(db: SqlDatabase): Promise<SqlRunner> {
     const ds = db.dataSource;
-    const max = Math.max(1, poolSize(ds) - RESERVED_CONNECTIONS);
+    const max = maxPins(ds);
     if (this.pinned >= max) {
       throw new LockBackendError(
         this.backendName,
@@ -80,6 +98,7 @@ export class PinnedConnections {
   async unpin(runner: SqlRunner): Promise<void> {
     this.pinned--;
     await runner.release().catch(() => undefined);
+    this.freed.fire();
   }
 
   /**
@@ -126,6 +145,7 @@ export class PinnedConnections {
     };
     connection?.on?.('error', onDeath);
     connection?.on?.('end', onDeath);
+    this.heldKeys.set(key, (this.heldKeys.get(key) ?? 0) + 1);
     this.held.set(slot(key, token), {
       key,
       token,
@@ -196,6 +216,9 @@ export class PinnedConnections {
   /** Stops tracking a held lock (its connection is given back by the caller). */
   private forget(pinned: Pinned): void {
     this.held.delete(slot(pinned.key, pinned.token));
+    const left = (this.heldKeys.get(pinned.key) ?? 1) - 1;
+    if (left > 0) this.heldKeys.set(pinned.key, left);
+    else this.heldKeys.delete(pinned.key);
     pinned.unwatch();
     if (this.held.size === 0 && this.keepAliveTimer) {
       clearInterval(this.keepAliveTimer);
@@ -235,10 +258,25 @@ function slot(key: string, token: string): string {
   return `${key}\u0000${token}`;
 }
 
+/** How many connections of `ds` session locks may pin at once (the rest stay for queries). */
+function maxPins(ds: SqlDataSource): number {
+  return Math.max(1, poolSize(ds) - RESERVED_CONNECTIONS);
+}
+
 /** Pool size of a DataSource (TypeORM `poolSize`, else the driver's own setting, else 10). */
 export function poolSize(ds: SqlDataSource): number {
-  const extra = ds.options.extra ?? {};
-  const candidates = [ds.options.poolSize, extra.max, extra.connectionLimit];
+  return poolSizeOf(ds.options);
+}
+
+/** Pool size that DataSource options give (see {@link poolSize}). */
+export function poolSizeOf(options: { poolSize?: unknown; extra?: unknown }): number {
+  const extra = (
+    typeof options.extra === 'object' && options.extra !== null ? options.extra : {}
+  ) as {
+    max?: unknown;
+    connectionLimit?: unknown;
+  };
+  const candidates = [options.poolSize, extra.max, extra.connectionLimit];
   for (const c of candidates) if (typeof c === 'number' && c > 0) return c;
   return DEFAULT_POOL_SIZE;
 }

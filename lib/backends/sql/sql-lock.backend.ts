@@ -1,5 +1,6 @@
+import { Logger } from '@nestjs/common';
 import { monotonicNow } from '../../core/shared/clock';
-import { sleep } from '../../core/shared/timers';
+import { backoffDelay } from '../../core/shared/timers';
 import type {
   GrantRequest,
   LockBackend,
@@ -9,18 +10,48 @@ import type {
   QueuedRequest,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
+import { DatabaseWaitSlots, defaultWaitingConnections } from './database-wait-slots';
 import { lastFence } from './fence-counter';
-import { connectionAnswers, PinnedConnections } from './pinned-connections';
+import { KeyWaitLines, type LinePlace } from './key-wait-lines';
+import {
+  announceRelease,
+  pgClientFactory,
+  PgReleaseListener,
+  releaseChannel,
+} from './pg-release-listener';
+import { connectionAnswers, PinnedConnections, poolSize } from './pinned-connections';
 import type { SqlDatabase } from './sql-database';
+import { storedKey } from './sql-dialect';
+import { ReleaseNotices } from './release-notices';
 import type { LeaseStrategy, SessionStrategy, SqlLockStrategy } from './sql-lock-strategy';
 import { endSession, sessionIdOf } from './sql-sessions';
 import type { SqlSource } from './sql-source';
 import type { SqlRunner } from './typeorm-types';
+import { sleepUntilWoken } from './wake-up';
 
 /** MariaDB waits in whole seconds: below one, a waiter polls (NOWAIT) this often, ms (plus jitter). */
 const SUBSECOND_POLL_MS = 25;
 /** Share of `sessionTimeout` a session lock's lease may be trusted for (the rest: clock rates, latency). */
 const SESSION_VALIDITY_SHARE = 0.9;
+/**
+ * A `table` waiter woken by release notifications still looks again by itself when the lease it
+ * waits for runs out (an expired lease is announced by no one), and at the latest after this
+ * long, ms: what a notification lost on a half-open listening connection can cost.
+ */
+const NOTIFIED_FALLBACK_MAX_MS = 3_000;
+/** Past the lease's end by the database clock, a `table` waiter retries this much later, ms (plus jitter). */
+const EXPIRY_SLACK_MS = 5;
+/** How long the first `table` waiter waits for the listening connection before trying anyway, ms. */
+const LISTEN_START_MS = 2_000;
+
+/** Options of a {@link SqlLockBackend} besides its source and strategy. */
+export interface SqlLockBackendOptions {
+  /**
+   * `for-update`: most connections waiting in the database at once (validated by the factory);
+   * absent: {@link defaultWaitingConnections} of the pool size.
+   */
+  readonly maxWaitingConnections?: number;
+}
 
 /**
  * The `typeorm` backend, whatever its strategy: finds the DataSource (lazily), makes sure the
@@ -34,10 +65,18 @@ const SESSION_VALIDITY_SHARE = 0.9;
  * session it has not heard from for that long, so a holder that cannot reach it stops believing
  * in its lock before the server hands it to someone else, and the engine's renewal (every third
  * of the lease) keeps a live holder's session well inside it.
+ *
+ * Waiting (`for-update`, `table`) goes through one local FIFO line per key ({@link KeyWaitLines}):
+ * only the head of a key's line waits in the store, the rest wait in process. A `for-update`
+ * head waits in the database's lock queue on a pinned connection while one of the
+ * `maxWaitingConnections` slots is free, else tries without waiting and sleeps until a slot or a
+ * pin frees; so waiters pin one connection per key waited on, and never more than the cap. A
+ * `table` head tries, then sleeps until the release is announced (PostgreSQL `LISTEN`/`NOTIFY`,
+ * see {@link PgReleaseListener}), the lease it waits for runs out, or a back-off passes.
  */
 export class SqlLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities;
-  /** Present only for a strategy that waits in the database (`waiting: 'queue'`). */
+  /** Present for `table` and `for-update` (`waiting: 'queue'`): waits in the key's local line. */
   readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
@@ -46,6 +85,17 @@ export class SqlLockBackend implements LockBackend {
   readonly #pins: PinnedConnections;
   readonly #source: SqlSource;
   readonly #strategy: SqlLockStrategy;
+  readonly #backendName: string;
+  readonly #maxWaitingConnections?: number;
+  readonly #lines = new KeyWaitLines();
+  readonly #slots = new DatabaseWaitSlots();
+  /** Keys a session try is under way for: a second try of the same key answers busy at once. */
+  readonly #trying = new Set<string>();
+  /** `table` waiters by key: woken by this process's releases and the listener's. */
+  readonly #notices = new ReleaseNotices();
+  /** PostgreSQL `table`: made on the first wait (`null`: this database cannot have one). */
+  #listener?: PgReleaseListener | null;
+  #closed = false;
 
   constructor(
     source: SqlSource,
@@ -53,25 +103,44 @@ export class SqlLockBackend implements LockBackend {
     backendName: string,
     /** How long the server keeps a session it no longer hears from, ms (session strategies). */
     sessionTimeoutMs: number,
+    options: SqlLockBackendOptions = {},
   ) {
     this.#source = source;
     this.#strategy = strategy;
+    this.#backendName = backendName;
+    this.#maxWaitingConnections = options.maxWaitingConnections;
     this.#pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
     const waitsInDatabase = strategy.kind === 'session' && strategy.waitsInDatabase;
     this.capabilities = {
       leaseBased: strategy.kind === 'lease',
       fencing: true,
-      waiting: waitsInDatabase ? 'queue' : 'poll',
+      waiting: waitsInDatabase || strategy.kind === 'lease' ? 'queue' : 'poll',
     };
-    if (waitsInDatabase) this.acquire = (request) => this.waitInDatabase(request);
+    if (waitsInDatabase) this.acquire = (request) => this.waitInLine(request, this.headOfSession);
+    if (strategy.kind === 'lease') {
+      this.acquire = (request) => this.waitInLine(request, this.headOfLease);
+    }
     if (strategy.kind === 'session') {
       const cap = Math.floor(sessionTimeoutMs * SESSION_VALIDITY_SHARE);
       this.leaseValidity = (ttlMs) => Math.min(ttlMs, cap);
     }
   }
 
+  /**
+   * One attempt. A session lock (one pinned connection per attempt) answers busy without asking
+   * the database when the key is busy here already: held by this process, waited for in its
+   * line (whose head goes first), or tried by another call right now.
+   */
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
-    return this.take(await this.#source.open(), request, 0);
+    if (this.#strategy.kind === 'lease') return this.take(await this.#source.open(), request, 0);
+    const { key } = request;
+    if (this.#pins.holds(key) || this.#lines.size(key) > 0 || this.#trying.has(key)) return null;
+    this.#trying.add(key);
+    try {
+      return await this.take(await this.#source.open(), request, 0);
+    } finally {
+      this.#trying.delete(key);
+    }
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
@@ -87,7 +156,10 @@ export class SqlLockBackend implements LockBackend {
 
   async release(key: string, token: string): Promise<boolean> {
     if (this.#strategy.kind === 'lease') {
-      return this.#strategy.release(await this.#source.open(), key, token);
+      const db = await this.#source.open();
+      const released = await this.#strategy.release(db, key, token);
+      if (released) await this.announce(db, key);
+      return released;
     }
     const pinned = this.#pins.get(key, token);
     if (!pinned) return false;
@@ -108,23 +180,32 @@ export class SqlLockBackend implements LockBackend {
   }
 
   /**
-   * The key's row (table: holder, lease left, fence), or for a session lock whether it is held
-   * now, the last fence drawn and, where waiters queue in the database, how many.
+   * The key's row (table: holder, lease left, fence, and the callers of this process waiting
+   * for it), or for a session lock whether it is held now, the last fence drawn and, where
+   * waiters queue in the database, how many: those in its lock queue plus those of this process
+   * waiting in line behind them.
    */
   async inspect(key: string): Promise<StoreLockInfo> {
     const db = await this.#source.open();
     const strategy = this.#strategy;
-    if (strategy.kind === 'lease') return strategy.inspect(db, key);
-    const [held, fence, waiting] = await Promise.all([
+    if (strategy.kind === 'lease') {
+      return { ...(await strategy.inspect(db, key)), waiting: this.#lines.size(key) };
+    }
+    const [held, fence, inDatabase] = await Promise.all([
       strategy.isLocked(db, key),
       lastFence(db, key),
       strategy.waiting?.(db, key),
     ]);
+    const waiting =
+      inDatabase === undefined ? undefined : inDatabase + this.#lines.waitingHere(key);
     return { held, fence, holders: held ? 1 : 0, ...(waiting === undefined ? {} : { waiting }) };
   }
 
   async forceRelease(key: string): Promise<boolean> {
-    return this.#strategy.forceRelease(await this.#source.open(), key);
+    const db = await this.#source.open();
+    const freed = await this.#strategy.forceRelease(db, key);
+    if (freed && this.#strategy.kind === 'lease') await this.announce(db, key);
+    return freed;
   }
 
   onLost(listener: LockLossListener): void {
@@ -136,6 +217,9 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
+    this.#lines.close();
+    await this.#listener?.close();
     const strategy = this.#strategy;
     // Locks still pinned (a lockAtLeastFor cut short): released, so a DataSource of the app's
     // gets its connections back without an open transaction or our session settings.
@@ -146,24 +230,152 @@ export class SqlLockBackend implements LockBackend {
   }
 
   /**
-   * Waits in the database: one wait for the whole time left (an abort ends the waiting session,
-   * so nothing needs to look for it between shorter waits). MariaDB waits in whole seconds, so
-   * below one second it tries without waiting and sleeps briefly instead.
+   * Waits in the key's local line until this caller is its head (or gives up), then lets `head`
+   * wait for the lock in the store; the next caller moves up when it is done, granted or not.
    */
-  private async waitInDatabase(request: QueuedRequest): Promise<LockGrant | null> {
-    const { signal } = request;
-    const db = await this.#source.open();
+  private async waitInLine(
+    request: QueuedRequest,
+    head: (request: QueuedRequest, place: LinePlace, deadline: number) => Promise<LockGrant | null>,
+  ): Promise<LockGrant | null> {
     const deadline = monotonicNow() + request.waitMs;
-    for (;;) {
+    request.onQueued?.();
+    const place = await this.#lines.join(request.key, request.waitMs, request.signal);
+    if (!place) return null;
+    try {
+      const grant = await head(request, place, deadline);
+      if (grant && request.signal.aborted) {
+        await this.release(request.key, request.token); // aborted meanwhile: not handed out
+        return null;
+      }
+      return grant;
+    } finally {
+      place.leave();
+    }
+  }
+
+  /**
+   * The head of a `for-update` line. While a waiting slot is free and the pool can spare a pin,
+   * one wait in the database for the whole time left (an abort ends the waiting session, so
+   * nothing needs to look for it between shorter waits; MariaDB waits in whole seconds, so
+   * below one second it tries without waiting and sleeps briefly instead). Otherwise a try
+   * without waiting (none when this process holds the key: it is busy for sure, and the try
+   * would cost a pin), then a sleep until a slot or a pin frees or the back-off passes.
+   */
+  private readonly headOfSession = async (
+    request: QueuedRequest,
+    place: LinePlace,
+    deadline: number,
+  ): Promise<LockGrant | null> => {
+    const { key, signal } = request;
+    const db = await this.#source.open();
+    const limit = this.#maxWaitingConnections ?? defaultWaitingConnections(poolSize(db.dataSource));
+    for (let attempt = 0; ; attempt++) {
       const remaining = deadline - monotonicNow();
-      if (remaining <= 0 || signal.aborted) return null;
+      if (remaining <= 0 || signal.aborted || this.#closed) return null;
       const wait = db.dialect.family === 'postgres' || remaining >= 1_000 ? remaining : 0;
-      const grant = await this.take(db, request, wait, signal);
-      if (grant) return grant;
-      if (wait === 0) {
-        await sleep(Math.min(remaining, SUBSECOND_POLL_MS * (1 + Math.random())), signal);
+      if (wait > 0 && this.#pins.canPin(db) && this.#slots.tryTake(limit)) {
+        place.inDatabase = true;
+        try {
+          // take() pins before its first await: the pin checked for just now is this one.
+          const grant = await this.take(db, request, wait, signal);
+          if (grant) return grant;
+        } finally {
+          place.inDatabase = false;
+          this.#slots.give();
+        }
+        continue;
+      }
+      if (this.#pins.canPin(db) && !this.#pins.holds(key)) {
+        const grant = await this.take(db, request, 0);
+        if (grant) return grant;
+      }
+      const pause = wait > 0 ? backoffDelay(attempt) : SUBSECOND_POLL_MS * (1 + Math.random());
+      await sleepUntilWoken(Math.min(deadline - monotonicNow(), pause), signal, [
+        this.#slots.freed.source,
+        this.#pins.freed.source,
+      ]);
+    }
+  };
+
+  /**
+   * The head of a `table` line: try; if busy, sleep until the key's release is heard (made by
+   * this process, or announced by another through the PostgreSQL listener), or else, with the
+   * listener up, until the lease runs out (read from the row) or at most
+   * {@link NOTIFIED_FALLBACK_MAX_MS}; without a listener, until the engine's back-off passes.
+   * Interest in the release is registered before each try, so one heard in between still wakes it.
+   */
+  private readonly headOfLease = async (
+    request: QueuedRequest,
+    _place: LinePlace,
+    deadline: number,
+  ): Promise<LockGrant | null> => {
+    const { key, signal } = request;
+    const db = await this.#source.open();
+    const listener = this.releaseListener(db);
+    if (listener && !listener.listening) {
+      // The first wait: listen before the try, so the release that ends this wait is heard.
+      const started = listener.start();
+      await sleepUntilWoken(Math.min(deadline - monotonicNow(), LISTEN_START_MS), signal, [
+        (wake) => {
+          void started.then(wake);
+          return () => undefined;
+        },
+      ]);
+    }
+    for (let attempt = 0; ; attempt++) {
+      if (deadline - monotonicNow() <= 0 || signal.aborted || this.#closed) return null;
+      const notice = this.#notices.expect(storedKey(key));
+      try {
+        const grant = await this.take(db, request, 0);
+        if (grant) return grant;
+        const pause = listener?.listening
+          ? await this.untilLeaseEnds(db, key, attempt)
+          : backoffDelay(attempt);
+        await sleepUntilWoken(Math.min(deadline - monotonicNow(), pause), signal, [notice.source]);
+      } finally {
+        notice.cancel();
       }
     }
+  };
+
+  /**
+   * How long a `table` waiter that hears releases may sleep: until the lease it waits for ends
+   * (by the database's clock, read from the row; an expired lease is announced by no one), at
+   * most {@link NOTIFIED_FALLBACK_MAX_MS}; a lease already gone means a quick retry.
+   */
+  private async untilLeaseEnds(db: SqlDatabase, key: string, attempt: number): Promise<number> {
+    const info = await (this.#strategy as LeaseStrategy).inspect(db, key);
+    if (!info.held || info.remainingMs === undefined) return backoffDelay(attempt);
+    const slack = EXPIRY_SLACK_MS * (1 + Math.random());
+    return Math.min(NOTIFIED_FALLBACK_MAX_MS, info.remainingMs + slack);
+  }
+
+  /** The release listener of a PostgreSQL `table` backend, made on first use. */
+  private releaseListener(db: SqlDatabase): PgReleaseListener | undefined {
+    if (this.#listener === undefined && !this.#closed) {
+      const newClient =
+        db.dialect.family === 'postgres' ? pgClientFactory(db.dataSource) : undefined;
+      const logger = new Logger('LockService');
+      this.#listener = newClient
+        ? new PgReleaseListener(
+            this.#notices,
+            newClient,
+            releaseChannel(db.tableName),
+            (err) => db.describe(err),
+            (message) => logger.warn(`backend "${this.#backendName}": ${message}`),
+          )
+        : null;
+    }
+    return this.#listener ?? undefined;
+  }
+
+  /**
+   * `table`: tells this process's waiters that `key` was just freed, and on PostgreSQL those of
+   * every process.
+   */
+  private async announce(db: SqlDatabase, key: string): Promise<void> {
+    this.#notices.fire(storedKey(key));
+    if (db.dialect.family === 'postgres') await announceRelease(db, key);
   }
 
   /** One attempt, waiting up to `waitMs` in the database if the strategy can. */
@@ -210,8 +422,16 @@ export class SqlLockBackend implements LockBackend {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<LockGrant | null> {
-    if (strategy.locksKeyRow) await db.createRowIfMissing(key); // the row must exist to be locked
+    // Pinned first, before any await: a waiter that just saw the pool could spare a pin gets it.
     const runner = await this.#pins.pin(db);
+    if (strategy.locksKeyRow) {
+      try {
+        await db.createRowIfMissing(key); // the row must exist to be locked
+      } catch (err) {
+        await this.#pins.unpin(runner);
+        throw err;
+      }
+    }
     const watch = signal && waitMs > 0 ? new AbortWatch(db, runner, signal) : undefined;
     let taken = false;
     try {

@@ -11,7 +11,9 @@ import {
 } from '../../core/shared/options';
 import type { TypeormBackendConfig } from '../backend-config';
 import { AdvisoryStrategy } from './advisory.strategy';
+import { maxWaitingConnectionsFor } from './database-wait-slots';
 import { ForUpdateStrategy } from './for-update.strategy';
+import { poolSizeOf } from './pinned-connections';
 import { familyOf, IDENTIFIER, reservedTableName, type SqlFamily } from './sql-dialect';
 import { SqlLockBackend } from './sql-lock.backend';
 import type { SqlLockStrategy } from './sql-lock-strategy';
@@ -31,6 +33,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'createTable',
   'startup',
   'sessionTimeout',
+  'maxWaitingConnections',
 ]);
 type StrategyName = NonNullable<TypeormBackendConfig['strategy']>;
 /** Each strategy: how it locks, and which databases it supports. */
@@ -100,6 +103,15 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
         );
       }
     }
+    if (config.maxWaitingConnections !== undefined) {
+      checkWaitingConnections(config.maxWaitingConnections, `${field}.maxWaitingConnections`);
+      if (strategy !== 'for-update') {
+        throw new LockConfigError(
+          `${field}.maxWaitingConnections`,
+          'applies to strategy "for-update" only (the one whose waiters wait in the database on a connection)',
+        );
+      }
+    }
     if (config.dataSource !== undefined) {
       const ds = config.dataSource as Partial<SqlDataSource> | null;
       if (
@@ -111,6 +123,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
         throw new LockConfigError(`${field}.dataSource`, 'must be a TypeORM DataSource');
       }
       checkSupport(ds.options.type, strategy, tableName, `${field}.dataSource`, field);
+      checkWaitingFitsPool(config, ds.options, field);
     }
     if (config.dataSourceOptions !== undefined) {
       const type = (config.dataSourceOptions as { type?: unknown } | null)?.type;
@@ -120,6 +133,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
           'must be TypeORM DataSource options with a type',
         );
       checkSupport(type, strategy, tableName, `${field}.dataSourceOptions.type`, field);
+      checkWaitingFitsPool(config, config.dataSourceOptions, field);
     }
   },
 
@@ -160,6 +174,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       find: () => {
         const dataSource = find();
         const family = checkSupport(dataSource.options.type, strategy, tableName, at, field);
+        checkWaitingFitsPool(config, dataSource.options, field); // a DataSource from DI: its pool now
         return { dataSource, family };
       },
       checkServer: (server, family) => checkServer(server, family, strategy, at),
@@ -174,6 +189,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       STRATEGIES[strategy].make(sessionTimeoutMs),
       name,
       sessionTimeoutMs,
+      { maxWaitingConnections: config.maxWaitingConnections },
     );
     if (owned) {
       try {
@@ -201,6 +217,35 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
     return backend;
   },
 };
+
+/** `maxWaitingConnections`: a whole number of connections, 0 or more. */
+function checkWaitingConnections(value: unknown, field: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new LockConfigError(field, `must be a whole number >= 0, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/**
+ * `maxWaitingConnections` must leave the pool one connection for ordinary queries and one for a
+ * holder: at most the pool size minus two.
+ */
+function checkWaitingFitsPool(
+  config: TypeormBackendConfig,
+  options: { poolSize?: unknown; extra?: unknown },
+  field: string,
+): void {
+  const wanted = config.maxWaitingConnections;
+  if (wanted === undefined) return;
+  const pool = poolSizeOf(options);
+  const max = maxWaitingConnectionsFor(pool);
+  if (wanted > max) {
+    throw new LockConfigError(
+      `${field}.maxWaitingConnections`,
+      `must be at most ${max} with a pool of ${pool} (one connection stays for ordinary queries and one for a holder), got ${wanted}`,
+    );
+  }
+}
 
 /**
  * What bootstrap does with the module's own DataSource (`dataSourceOptions`): `'fail'` connects

@@ -31,4 +31,6 @@ export interface SqlDataSource {
   initialize(): Promise<unknown>;
   destroy(): Promise<void>;
   createQueryRunner(): SqlRunner;
+  /** The TypeORM driver (PostgreSQL: its `pg` Pool is `driver.master`), read by duck typing. */
+  readonly driver?: unknown;
 }
