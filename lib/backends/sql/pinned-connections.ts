@@ -12,6 +12,8 @@ export interface Pinned {
   readonly runner: SqlRunner;
   /** The database `runner` belongs to. */
   readonly db: SqlDatabase;
+  /** The grant's fence (the store keeps none per key: `inspect` reads it here). */
+  readonly fence: number;
   /** Monotonic time of the last statement known to have reached the server on `runner`. */
   lastHeard: number;
   /** A keep-alive statement is under way on `runner`. */
@@ -100,7 +102,7 @@ export class PinnedConnections {
     const fence = await nextFence(db, key);
     const provedAt = monotonicNow();
     if (!(await connectionAnswers(runner))) return null;
-    this.hold(db, key, token, runner, provedAt);
+    this.hold(db, key, token, runner, provedAt, fence);
     return { fence, grantedAt: provedAt };
   }
 
@@ -111,6 +113,7 @@ export class PinnedConnections {
     token: string,
     runner: SqlRunner,
     heardAt: number,
+    fence: number,
   ): void {
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
@@ -131,6 +134,7 @@ export class PinnedConnections {
       token,
       runner,
       db,
+      fence,
       lastHeard: heardAt,
       keepingAlive: false,
       unwatch: () => {
@@ -149,6 +153,12 @@ export class PinnedConnections {
   /** The held lock for (key, token), if this process holds it. */
   get(key: string, token: string): Pinned | undefined {
     return this.held.get(slot(key, token));
+  }
+
+  /** The fence of the lock of `key` held here, if this process holds it. */
+  fenceOf(key: string): number | undefined {
+    for (const pinned of this.held.values()) if (pinned.key === key) return pinned.fence;
+    return undefined;
   }
 
   /**

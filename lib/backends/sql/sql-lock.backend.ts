@@ -9,10 +9,10 @@ import type {
   QueuedRequest,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
-import { lastFence } from './fence-counter';
+import { bucketFence } from './fence-counter';
 import { connectionAnswers, PinnedConnections } from './pinned-connections';
 import type { SqlDatabase } from './sql-database';
-import type { LeaseStrategy, SessionStrategy, SqlLockStrategy } from './sql-lock-strategy';
+import type { SessionStrategy, SqlLockStrategy } from './sql-lock-strategy';
 import { endSession, sessionIdOf } from './sql-sessions';
 import type { SqlSource } from './sql-source';
 import type { SqlRunner } from './typeorm-types';
@@ -41,6 +41,12 @@ export class SqlLockBackend implements LockBackend {
   readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
+  /**
+   * Present only for `table`: a few statements renew every lease due. A session lock's
+   * renewal is a probe of its own pinned connection, one round trip per lock whatever is
+   * batched, so the engine's per-lease `extend` is all there is for those.
+   */
+  readonly extendMany?: (requests: readonly GrantRequest[]) => Promise<Array<boolean | Error>>;
   // ES private (#) fields: `util.inspect` of anything that reaches the backend (a lock handle
   // dumped at full depth) never walks into the DataSource and its options.
   readonly #pins: PinnedConnections;
@@ -64,6 +70,9 @@ export class SqlLockBackend implements LockBackend {
       waiting: waitsInDatabase ? 'queue' : 'poll',
     };
     if (waitsInDatabase) this.acquire = (request) => this.waitInDatabase(request);
+    if (strategy.kind === 'lease') {
+      this.extendMany = async (requests) => strategy.renewMany(await source.open(), requests);
+    }
     if (strategy.kind === 'session') {
       const cap = Math.floor(sessionTimeoutMs * SESSION_VALIDITY_SHARE);
       this.leaseValidity = (ttlMs) => Math.min(ttlMs, cap);
@@ -109,17 +118,21 @@ export class SqlLockBackend implements LockBackend {
 
   /**
    * The key's row (table: holder, lease left, fence), or for a session lock whether it is held
-   * now, the last fence drawn and, where waiters queue in the database, how many.
+   * now and, where waiters queue in the database, how many. A session lock's fence: the
+   * holder's when it is held here; when it is held elsewhere, `null` (the store keeps no fence
+   * per key, only the counter of the key's bucket, which other keys move too); when free, that
+   * counter (at least the key's last fence, below its next).
    */
   async inspect(key: string): Promise<StoreLockInfo> {
     const db = await this.#source.open();
     const strategy = this.#strategy;
     if (strategy.kind === 'lease') return strategy.inspect(db, key);
-    const [held, fence, waiting] = await Promise.all([
+    const [held, counter, waiting] = await Promise.all([
       strategy.isLocked(db, key),
-      lastFence(db, key),
+      bucketFence(db, key),
       strategy.waiting?.(db, key),
     ]);
+    const fence = held ? (this.#pins.fenceOf(key) ?? null) : counter;
     return { held, fence, holders: held ? 1 : 0, ...(waiting === undefined ? {} : { waiting }) };
   }
 
@@ -177,21 +190,8 @@ export class SqlLockBackend implements LockBackend {
     if (this.#strategy.kind === 'session') {
       return this.takeSession(db, this.#strategy, key, token, waitMs, signal);
     }
-    const fence = await this.takeLease(db, this.#strategy, key, token, ttlMs);
+    const fence = await this.#strategy.take(db, key, token, ttlMs);
     return fence === null ? null : { fence };
-  }
-
-  /** A lease: taken in the key's row, which is created the first time the key is seen. */
-  private async takeLease(
-    db: SqlDatabase,
-    strategy: LeaseStrategy,
-    key: string,
-    token: string,
-    ttlMs: number,
-  ): Promise<number | null> {
-    const fence = await strategy.take(db, key, token, ttlMs);
-    if (fence !== null || !(await db.createRowIfMissing(key))) return fence;
-    return strategy.take(db, key, token, ttlMs); // a key never seen: its row is new and free
   }
 
   /**

@@ -12,6 +12,7 @@ import {
 import type { TypeormBackendConfig } from '../backend-config';
 import { AdvisoryStrategy } from './advisory.strategy';
 import { ForUpdateStrategy } from './for-update.strategy';
+import { DEFAULT_FENCE_BUCKETS, MAX_FENCE_BUCKETS } from './fence-layout';
 import { familyOf, IDENTIFIER, reservedTableName, type SqlFamily } from './sql-dialect';
 import { SqlLockBackend } from './sql-lock.backend';
 import type { SqlLockStrategy } from './sql-lock-strategy';
@@ -31,6 +32,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'createTable',
   'startup',
   'sessionTimeout',
+  'fenceBuckets',
 ]);
 type StrategyName = NonNullable<TypeormBackendConfig['strategy']>;
 /** Each strategy: how it locks, and which databases it supports. */
@@ -100,6 +102,8 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
         );
       }
     }
+    if (config.fenceBuckets !== undefined)
+      checkFenceBuckets(config.fenceBuckets, `${field}.fenceBuckets`);
     if (config.dataSource !== undefined) {
       const ds = config.dataSource as Partial<SqlDataSource> | null;
       if (
@@ -168,6 +172,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       owned,
       backendName: name,
       redactor: context.redactor,
+      fenceBuckets: config.fenceBuckets ?? DEFAULT_FENCE_BUCKETS,
     });
     const backend = new SqlLockBackend(
       source,
@@ -201,6 +206,21 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
     return backend;
   },
 };
+
+/** `fenceBuckets`: a whole number of counter rows, 1 to {@link MAX_FENCE_BUCKETS}. */
+function checkFenceBuckets(value: unknown, field: string): void {
+  if (
+    typeof value !== 'number' ||
+    !Number.isInteger(value) ||
+    value < 1 ||
+    value > MAX_FENCE_BUCKETS
+  ) {
+    throw new LockConfigError(
+      field,
+      `must be a whole number from 1 to ${MAX_FENCE_BUCKETS}, got ${describe(value)}`,
+    );
+  }
+}
 
 /**
  * What bootstrap does with the module's own DataSource (`dataSourceOptions`): `'fail'` connects
