@@ -192,10 +192,11 @@ function raiseBucket({ table, dialect }: SqlDatabase): string {
 }
 
 /**
- * Deletes, in chunks, the rows of keys not held whose fence is at most `floor` (so the carry-over
- * accounted for them): counters and released rows of earlier versions, rows of leases that ran
- * out, `for-update` rows nobody has locked (rows locked right now are skipped, never waited
- * for). Stops early when `stopped()` says so. Returns how many rows it deleted.
+ * Deletes, in chunks, rows no lock needs: rows without an owner whose fence is at most `floor`
+ * (the carry-over accounted for them: counters and released rows of earlier versions,
+ * `for-update` rows nobody has locked; rows locked right now are skipped, never waited for),
+ * and leases that ran out (their bucket is above their fence: drawn from it, or raised by the
+ * carry-over). Stops early when `stopped()` says so. Returns how many rows it deleted.
  */
 export async function collectRows(
   db: SqlDatabase,
@@ -203,7 +204,7 @@ export async function collectRows(
   stopped: () => boolean,
 ): Promise<number> {
   const { table, dialect } = db;
-  const candidates = `${KEY_ROW} AND fence <= ? AND (${dialect.freeLease()})`;
+  const candidates = `${KEY_ROW} AND ((owner IS NULL AND fence <= ?) OR (owner IS NOT NULL AND (${dialect.freeLease()})))`;
   let deleted = 0;
   while (!stopped()) {
     let n: number;
