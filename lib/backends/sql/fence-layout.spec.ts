@@ -37,12 +37,12 @@ describe('fence layout', () => {
   });
 
   it('fenceBuckets must be a whole number from 1 to the maximum: LockConfigError names the field', () => {
-    const config = (fenceBuckets: unknown): TypeormBackendConfig =>
+    const config = (fenceBuckets: unknown): TypeormBackendConfig & Record<string, unknown> =>
       ({
         type: 'typeorm',
         dataSourceOptions: { type: 'postgres' },
         fenceBuckets,
-      }) as TypeormBackendConfig;
+      }) as TypeormBackendConfig & Record<string, unknown>;
     for (const good of [1, 16, 4_096, MAX_FENCE_BUCKETS]) {
       expect(() => sqlBackendFactory.validate(config(good), 'backends.db')).not.toThrow();
     }

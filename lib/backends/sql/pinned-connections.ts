@@ -30,7 +30,7 @@ const DEFAULT_POOL_SIZE = 10;
  * Bookkeeping for session-bound SQL locks (`for-update`, `advisory`): each held lock pins one
  * pooled connection, for the lock lives and dies with it. Watches that connection so its death
  * (server-side kill, network) is reported at once, caps pins below the pool size with a clear
- * error instead of a hang, and hands out fences from a counter row.
+ * error instead of a hang, and hands out fences from the key's bucket (fence-counter.ts).
  *
  * It also keeps every held lock's session alive on the server: the strategies have the server
  * end a session it has not heard from for `sessionTimeout`, and a lock the engine no longer

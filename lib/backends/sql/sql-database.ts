@@ -81,17 +81,17 @@ export class SqlDatabase {
   }
 
   /**
-   * Makes sure the (free) row of `key` exists; `true` when it was missing. Looks first with a
-   * plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever holds it
-   * FOR UPDATE.
+   * Makes sure the (free) row of `key` exists; `true` when this call made it. MariaDB/MySQL look
+   * first with a plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever
+   * holds it FOR UPDATE.
    */
   async createRowIfMissing(key: string): Promise<boolean> {
-    if (await this.rowExists(key)) return false;
+    // Postgres' ON CONFLICT DO NOTHING never waits for a lock on an existing row: no read first.
+    if (this.dialect.family !== 'postgres' && (await this.rowExists(key))) return false;
     const insert = this.dialect.insertIgnore(this.table, ['lock_key', 'key_text', 'fence']);
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.exec(insert, [storedKey(key), key, 0]);
-        return true;
+        return affectedRows(await this.exec(insert, [storedKey(key), key, 0])) === 1;
       } catch (err) {
         // InnoDB: remaking a row its holder just deleted queues the insert on the deleted
         // record with the waiters the delete woke, and the server may roll the insert back to
