@@ -4,7 +4,8 @@ import { Column, Entity, PrimaryColumn } from 'typeorm';
  * The lock table of the `typeorm` backend (default name `distributed_lock`), for apps that
  * manage their schema from entities. `lock_key` is the SHA-256 hex of the key; `key_text` keeps
  * the key itself for display; `expires_at` is epoch milliseconds of the database server's clock.
- * Rows are never deleted: their `fence` must keep growing. Prefer the migration
+ * Besides the rows of keys held now, the table keeps its fence counter rows (`lock_key`s
+ * beginning with `~`): never delete those, fences must keep growing. Prefer the migration
  * ({@link createDistributedLockMigration}) for a custom table name.
  */
 @Entity({ name: 'distributed_lock' })
@@ -25,7 +26,7 @@ export class DistributedLockEntity {
   @Column({ name: 'expires_at', type: 'bigint', nullable: true })
   expiresAt!: string | null;
 
-  /** Fencing counter: bumped by every grant. */
+  /** A held key's fence, or a fence counter's value (reserved rows). */
   @Column({ name: 'fence', type: 'bigint', default: 0 })
   fence!: string;
 }

@@ -51,6 +51,9 @@ export function typeormTarget(
       };
     },
     capabilities: CAPABILITIES[strategy],
+    // table renews every due lease in a few statements; a session lock's renewal probes its own
+    // pinned connection, one round trip per lock whatever is batched
+    batchedRenewal: strategy === 'table',
     shortTtl: 600,
     sharedAcrossApps: true,
     // inspect on every strategy; forceRelease clears the row (table) or ends the holder's

@@ -66,10 +66,17 @@ describe('typeorm entity and configuration', () => {
       const t = await createLockApp({ backends: { db: { type: 'typeorm', dataSource: ds } } });
       const lock = await t.locks.acquire('entity-key');
       expect(await t.locks.isLocked('entity-key')).toBe(true);
+      const held = await ds.getRepository(DistributedLockEntity).find();
+      const keyRow = held.find((r) => r.keyText === 'entity-key');
+      expect(Number(keyRow?.fence)).toBe(lock.fence);
       await lock.release();
       await t.close();
+      // Released: the key's row is gone; its fence counter and the layout row stay.
       const rows = await ds.getRepository(DistributedLockEntity).find();
-      expect(rows.map((r) => r.keyText)).toEqual(['entity-key']);
+      expect(rows.map((r) => r.keyText)).not.toContain('entity-key');
+      expect(rows.map((r) => r.lockKey.trim()).sort()).toEqual(
+        ['~fence:meta', expect.stringMatching(/^~fence:bucket:\d+$/)].sort(),
+      );
     } finally {
       await ds.destroy();
       sqlite.cleanup();

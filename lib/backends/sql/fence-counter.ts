@@ -1,54 +1,91 @@
+import { LockBackendError } from '../../errors/lock.errors';
+import { bucketKey, bucketText, META_KEY } from './fence-layout';
 import type { SqlDatabase } from './sql-database';
-import { storedKey } from './sql-dialect';
+import type { SqlResult } from './typeorm-types';
 
 /*
- * The fence counter of a session-bound lock: a row of its own in the lock table (beside the
- * key's row, which a `for-update` holder keeps locked), bumped in autocommit on a pooled
- * connection — never on the holder's: a rolled-back transaction must never hand the same fence
- * out twice. Rows are never deleted, so fences never restart.
+ * Fence draws of the session strategies (`for-update`, `advisory`) and the fence `inspect`
+ * reports for a free key. A session lock's fence is drawn from its key's bucket (see
+ * fence-layout.ts) in autocommit on a pooled connection once the database lock is held — never
+ * on the holder's connection: a rolled-back transaction must never hand the same fence out
+ * twice. The database lock serialises the grants of the key, so its draws are in grant order.
  */
 
-/** The stored key of `key`'s counter row. */
-function counterKey(key: string): string {
-  return storedKey(`\u0000fence\u0000${key}`);
-}
-
-/** Draws the next fence for `key`. */
+/** Draws the next fence for `key` from its bucket (created at the layout's floor if missing). */
 export async function nextFence(db: SqlDatabase, key: string): Promise<number> {
   const { dialect, table } = db;
-  const counter = counterKey(key);
-  const label = `fence of ${key.slice(0, 200)}`;
-  if (dialect.family === 'postgres') {
+  const index = db.fences.bucketOf(key);
+  const bucket = bucketKey(index);
+  if (dialect.family === 'mysql') {
+    // One statement: the bucket row is bumped, or created above the floor; LAST_INSERT_ID(expr)
+    // puts the new value in the OK packet, so no second round trip reads it back.
     const result = await db.exec(
-      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, 1) ON CONFLICT (lock_key) DO UPDATE SET fence = ${table}.fence + 1 RETURNING fence`,
-      [counter, label],
+      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, LAST_INSERT_ID(${mysqlFloor(db)} + 1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`,
+      [bucket, bucketText(index), META_KEY],
     );
-    return Number(result.records[0].fence);
+    return insertIdOf(result);
   }
-  // MySQL/MariaDB: LAST_INSERT_ID(expr) hands the new value back on the same connection.
-  const runner = db.connection();
-  try {
-    await runner.query(
-      `INSERT INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`,
-      [counter, label],
-      true,
+  // Postgres: the bump alone is the usual case; a bucket used for the first time is created
+  // first, reading the floor under a share lock (see createBucket).
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const result = await db.exec(
+      `UPDATE ${table} SET fence = fence + 1 WHERE lock_key = ? RETURNING fence`,
+      [bucket],
     );
-    const result = await runner.query('SELECT LAST_INSERT_ID() AS fence', [], true);
-    return Number(result.records[0].fence);
-  } catch (err) {
-    throw db.explain(err);
-  } finally {
-    await runner.release();
+    if (result.records.length === 1) return Number(result.records[0].fence);
+    await createBucket(db, index);
   }
+  throw missingLayout(db);
 }
 
 /**
- * The last fence drawn for `key` (0 when none was): the holder's while the key is held (once
- * its grant completed), else the one the next grant will exceed.
+ * Postgres: creates bucket `index` at the layout's floor if it does not exist. The floor is read
+ * `FOR SHARE`, so a carry-over raising it (which holds the layout row `FOR UPDATE` while it
+ * raises every bucket) is either seen or waited for: no bucket is created below a raised floor.
  */
-export async function lastFence(db: SqlDatabase, key: string): Promise<number> {
-  const result = await db.exec(`SELECT fence FROM ${db.table} WHERE lock_key = ?`, [
-    counterKey(key),
+export async function createBucket(db: SqlDatabase, index: number): Promise<void> {
+  await db.exec(
+    `INSERT INTO ${db.table} (lock_key, key_text, fence) SELECT ?, ?, fence FROM ${db.table} WHERE lock_key = ? FOR SHARE ON CONFLICT (lock_key) DO NOTHING`,
+    [bucketKey(index), bucketText(index), META_KEY],
+  );
+}
+
+/**
+ * MariaDB/MySQL: the layout's floor as a scalar subquery (its one parameter is {@link META_KEY}),
+ * read under a share lock for the reason given at {@link createBucket}. The derived table with
+ * `LIMIT` is materialised, which is what lets MySQL read the table an INSERT writes.
+ */
+export function mysqlFloor(db: SqlDatabase): string {
+  return `(SELECT m.fence FROM (SELECT fence FROM ${db.table} WHERE lock_key = ? LIMIT 1 LOCK IN SHARE MODE) AS m)`;
+}
+
+/**
+ * The counter of `key`'s bucket (the floor if the bucket does not exist yet): at least every
+ * fence the key was ever granted, and below the next one.
+ */
+export async function bucketFence(db: SqlDatabase, key: string): Promise<number> {
+  const bucket = db.fences.bucketKeyOf(key);
+  const result = await db.exec(`SELECT lock_key, fence FROM ${db.table} WHERE lock_key IN (?, ?)`, [
+    bucket,
+    META_KEY,
   ]);
-  return result.records.length === 0 ? 0 : Number(result.records[0].fence);
+  let floor = 0;
+  for (const row of result.records) {
+    if (String(row.lock_key).trim() === bucket) return Number(row.fence);
+    floor = Number(row.fence);
+  }
+  return floor;
+}
+
+/** MariaDB/MySQL: the value a statement handed to `LAST_INSERT_ID(expr)`, from its OK packet. */
+export function insertIdOf(result: SqlResult): number {
+  return Number((result.raw as { insertId?: unknown } | undefined)?.insertId ?? 0);
+}
+
+/** The layout row is gone (deleted by hand): fences cannot be drawn safely without its floor. */
+export function missingLayout(db: SqlDatabase): LockBackendError {
+  return new LockBackendError(
+    db.backendName,
+    `the fence layout row of ${db.table} is missing; restart the backend to recreate it`,
+  );
 }

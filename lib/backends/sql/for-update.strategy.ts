@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
+import { monotonicNow } from '../../core/shared/clock';
 import type { SessionStrategy } from './sql-lock-strategy';
-import type { SqlDatabase } from './sql-database';
+import { isDeadlock, type SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import {
   boundMysqlSession,
@@ -15,12 +16,20 @@ import type { SqlRunner } from './typeorm-types';
 const MAX_MYSQL_WAIT_S = 31_536_000;
 /** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
 const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
+/** A try without waiting that finds the row deleted under it tries this many times in all. */
+const NOWAIT_ATTEMPTS = 3;
+
+/** What one locking read found: the row locked, held by another, or deleted by its holder. */
+type RowLock = 'locked' | 'busy' | 'gone';
 
 /**
  * `strategy: 'for-update'` (Postgres, MariaDB): the pinned connection holds an open transaction
  * with `SELECT ... FOR UPDATE` on the key's row. Take without waiting = `NOWAIT`; with a wait,
  * the database's own lock wait (Postgres `lock_timeout`, MariaDB `WAIT n`), so waiters queue in
- * the database. Release = commit. If the connection dies, the database releases the lock.
+ * the database. Release = delete the row and commit, so the table keeps no row per key once
+ * its lock is released; a waiter whose wait ends on the deleted row makes it again and locks it
+ * (the row lock alone decides who holds the key). If the connection dies, the database
+ * releases the lock (and a row left behind is deleted by the key's next holder).
  *
  * The server ends a holder it stops hearing from after `sessionTimeoutMs`: Postgres
  * `idle_in_transaction_session_timeout` (transaction-local, so the pooled connection gets its
@@ -36,14 +45,42 @@ export class ForUpdateStrategy implements SessionStrategy {
   constructor(private readonly sessionTimeoutMs: number) {}
 
   async take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean> {
+    const deadline = monotonicNow() + waitMs;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.takeOnce(db, runner, key, waitMs);
+      if (outcome !== 'gone') return outcome === 'locked';
+      // The row was deleted by the holder that released it (a wait ends on it then): the key is
+      // free. Made again on a pooled connection (never in this transaction, which must hold no
+      // row lock of its own across a wait), then locked like any other row.
+      if (waitMs <= 0 && attempt >= NOWAIT_ATTEMPTS) return false;
+      await db.createRowIfMissing(key);
+      if (waitMs > 0) {
+        waitMs = deadline - monotonicNow();
+        if (waitMs <= 0) return false;
+        // MariaDB waits in whole seconds: below one, a last try without waiting
+        if (db.dialect.family !== 'postgres' && waitMs < 1_000) waitMs = 0;
+      }
+    }
+  }
+
+  /** One transaction that tries to lock the row; anything but `'locked'` ends it. */
+  private async takeOnce(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    key: string,
+    waitMs: number,
+  ): Promise<RowLock> {
     const postgres = db.dialect.family === 'postgres';
     let held = false;
     if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs);
     try {
-      await runner.startTransaction();
+      // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
+      // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ).
+      await runner.startTransaction(isolationFor(db));
       if (postgres) await this.boundPgTransaction(runner, waitMs);
-      held = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
-      return held;
+      const outcome = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
+      held = outcome === 'locked';
+      return outcome;
     } finally {
       // A failure here rejects the take, and the backend then discards the connection: a
       // session left in its transaction must never go back to the pool.
@@ -57,6 +94,12 @@ export class ForUpdateStrategy implements SessionStrategy {
   async release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
     // The marker goes first: it never outlives the row lock it names.
     if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key);
+    // Deleted by the holder, in its transaction: the row lock guards it until the commit.
+    await runner.query(
+      db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
+      [storedKey(key)],
+      true,
+    );
     await runner.commitTransaction();
     return true;
   }
@@ -148,27 +191,44 @@ export class ForUpdateStrategy implements SessionStrategy {
 }
 
 /**
- * Locks the key's row in the open transaction: `true` when locked, `false` when busy. MariaDB
- * takes the row's marker in the same statement, once the row is locked.
+ * Locks the key's row in the open transaction: `'locked'`, `'busy'`, or `'gone'` when there is
+ * no row (its holder deleted it as it released). MariaDB takes the row's marker in the same
+ * statement, once the row is locked (never for a row that is not there).
  */
 async function lockRow(
   db: SqlDatabase,
   runner: SqlRunner,
   key: string,
   mode: string,
-): Promise<boolean> {
+): Promise<RowLock> {
   const postgres = db.dialect.family === 'postgres';
   const sql = postgres
     ? `SELECT lock_key FROM ${db.table} WHERE lock_key = $1 FOR UPDATE ${mode}`
     : `SELECT lock_key, GET_LOCK(?, 0) AS marked FROM ${db.table} WHERE lock_key = ? FOR UPDATE ${mode}`;
   const params = postgres ? [storedKey(key)] : [rowMarker(db, key), storedKey(key)];
   try {
-    await runner.query(sql.trim(), params, true);
-    return true;
+    const result = await runner.query(sql.trim(), params, true);
+    return result.records.length > 0 ? 'locked' : 'gone';
   } catch (err) {
-    if (isLockBusy(err)) return false;
+    if (isLockBusy(err)) return 'busy';
+    // InnoDB: while a deleted row is made again, the insert (on a pooled connection) and the
+    // waiters woken by the delete queue on the same record, and the server may break that
+    // cycle by rolling one transaction back. Ours then holds nothing: the row is being remade.
+    if (isDeadlock(err)) return 'gone';
     throw db.explain(err);
   }
+}
+
+/**
+ * `'READ COMMITTED'` when the DataSource sets another isolation level for its transactions
+ * (an extra statement then), else the default (the databases' own is fine as it is: Postgres
+ * READ COMMITTED; InnoDB's locking reads see the latest rows at any level).
+ */
+function isolationFor(db: SqlDatabase): 'READ COMMITTED' | undefined {
+  const level = db.dataSource.options.isolationLevel;
+  return db.dialect.family === 'postgres' && level !== undefined && level !== 'READ COMMITTED'
+    ? 'READ COMMITTED'
+    : undefined;
 }
 
 /**

@@ -13,6 +13,8 @@ export interface Pinned {
   readonly runner: SqlRunner;
   /** The database `runner` belongs to. */
   readonly db: SqlDatabase;
+  /** The grant's fence (the store keeps none per key: `inspect` reads it here). */
+  readonly fence: number;
   /** Monotonic time of the last statement known to have reached the server on `runner`. */
   lastHeard: number;
   /** A keep-alive statement is under way on `runner`. */
@@ -29,7 +31,7 @@ const DEFAULT_POOL_SIZE = 10;
  * Bookkeeping for session-bound SQL locks (`for-update`, `advisory`): each held lock pins one
  * pooled connection, for the lock lives and dies with it. Watches that connection so its death
  * (server-side kill, network) is reported at once, caps pins below the pool size with a clear
- * error instead of a hang, and hands out fences from a counter row.
+ * error instead of a hang, and hands out fences from the key's bucket (fence-counter.ts).
  *
  * It also keeps every held lock's session alive on the server: the strategies have the server
  * end a session it has not heard from for `sessionTimeout`, and a lock the engine no longer
@@ -119,7 +121,7 @@ export class PinnedConnections {
     const fence = await nextFence(db, key);
     const provedAt = monotonicNow();
     if (!(await connectionAnswers(runner))) return null;
-    this.hold(db, key, token, runner, provedAt);
+    this.hold(db, key, token, runner, provedAt, fence);
     return { fence, grantedAt: provedAt };
   }
 
@@ -130,6 +132,7 @@ export class PinnedConnections {
     token: string,
     runner: SqlRunner,
     heardAt: number,
+    fence: number,
   ): void {
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
@@ -151,6 +154,7 @@ export class PinnedConnections {
       token,
       runner,
       db,
+      fence,
       lastHeard: heardAt,
       keepingAlive: false,
       unwatch: () => {
@@ -169,6 +173,12 @@ export class PinnedConnections {
   /** The held lock for (key, token), if this process holds it. */
   get(key: string, token: string): Pinned | undefined {
     return this.held.get(slot(key, token));
+  }
+
+  /** The fence of the lock of `key` held here, if this process holds it. */
+  fenceOf(key: string): number | undefined {
+    for (const pinned of this.held.values()) if (pinned.key === key) return pinned.fence;
+    return undefined;
   }
 
   /**

@@ -1,8 +1,14 @@
+import { setImmediate as turnOfEventLoop } from 'node:timers/promises';
+import { sleep } from '../../core/shared/timers';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { LockBackendError } from '../../errors/lock.errors';
+import { FenceLayout } from './fence-layout';
 import { SqlDialect, storedKey } from './sql-dialect';
 import type { SqlServer } from './sql-server';
 import type { SqlDataSource, SqlResult, SqlRunner } from './typeorm-types';
+
+/** Tries of an insert the server rolls back to break a deadlock. */
+const DEADLOCK_ATTEMPTS = 10;
 
 /** What a {@link SqlDatabase} needs besides its DataSource. */
 export interface SqlDatabaseOptions {
@@ -12,6 +18,8 @@ export interface SqlDatabaseOptions {
   readonly backendName: string;
   /** Scrubs the configuration's secrets from the errors the backend builds itself. */
   readonly redactor: SecretRedactor;
+  /** Number of fence buckets (`fenceBuckets`). */
+  readonly fenceBuckets: number;
 }
 
 /**
@@ -23,7 +31,10 @@ export class SqlDatabase {
   readonly table: string;
   /** Unquoted table name (as the migration and `regclass` lookups want it). */
   readonly tableName: string;
-  private readonly backendName: string;
+  /** How keys map to fence counter rows. */
+  readonly fences: FenceLayout;
+  /** The backend's name, for errors. */
+  readonly backendName: string;
   private readonly redactor: SecretRedactor;
 
   constructor(
@@ -35,6 +46,7 @@ export class SqlDatabase {
   ) {
     this.tableName = options.tableName;
     this.table = dialect.quote(options.tableName);
+    this.fences = new FenceLayout(options.fenceBuckets);
     this.backendName = options.backendName;
     this.redactor = options.redactor;
   }
@@ -46,6 +58,10 @@ export class SqlDatabase {
 
   /** Runs one statement on a pooled connection (autocommit). */
   async exec(sql: string, params: unknown[]): Promise<SqlResult> {
+    // better-sqlite3 runs a statement synchronously, so a run of lock calls would settle in
+    // microtasks alone and starve the timers (lease renewals among them) until it ends: each
+    // statement first lets the event loop turn.
+    if (this.dialect.family === 'sqlite') await turnOfEventLoop();
     const runner = this.connection();
     try {
       return await runner.query(this.dialect.sql(sql), params, true);
@@ -65,18 +81,25 @@ export class SqlDatabase {
   }
 
   /**
-   * Makes sure the (free) row of `key` exists; `true` when it was missing. Looks first with a
-   * plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever holds it
-   * FOR UPDATE.
+   * Makes sure the (free) row of `key` exists; `true` when this call made it. MariaDB/MySQL look
+   * first with a plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever
+   * holds it FOR UPDATE.
    */
   async createRowIfMissing(key: string): Promise<boolean> {
-    if (await this.rowExists(key)) return false;
-    await this.exec(this.dialect.insertIgnore(this.table, ['lock_key', 'key_text', 'fence']), [
-      storedKey(key),
-      key,
-      0,
-    ]);
-    return true;
+    // Postgres' ON CONFLICT DO NOTHING never waits for a lock on an existing row: no read first.
+    if (this.dialect.family !== 'postgres' && (await this.rowExists(key))) return false;
+    const insert = this.dialect.insertIgnore(this.table, ['lock_key', 'key_text', 'fence']);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return affectedRows(await this.exec(insert, [storedKey(key), key, 0])) === 1;
+      } catch (err) {
+        // InnoDB: remaking a row its holder just deleted queues the insert on the deleted
+        // record with the waiters the delete woke, and the server may roll the insert back to
+        // break that cycle; it only has to be tried again.
+        if (!isDeadlock(err) || attempt >= DEADLOCK_ATTEMPTS) throw err;
+        await sleep(Math.random() * 5 * attempt);
+      }
+    }
   }
 
   /**
@@ -102,6 +125,18 @@ export class SqlDatabase {
   describe(err: unknown): string {
     return this.redactor.message(err);
   }
+}
+
+/** The server rolled the transaction back to break a deadlock: Postgres 40P01, MariaDB 1213. */
+export function isDeadlock(err: unknown): boolean {
+  const e = err as {
+    code?: unknown;
+    errno?: unknown;
+    driverError?: { code?: unknown; errno?: unknown };
+  } | null;
+  const code = e?.code ?? e?.driverError?.code;
+  const errno = e?.errno ?? e?.driverError?.errno;
+  return code === '40P01' || errno === 1213 || code === 'ER_LOCK_DEADLOCK';
 }
 
 /** Rows changed by a statement, from TypeORM's structured result. */

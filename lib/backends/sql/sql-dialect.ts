@@ -103,6 +103,24 @@ export class SqlDialect {
       : '1 = 0';
   }
 
+  /**
+   * SQL condition: a lease row (columns prefixed with `alias`) is free to take: no holder, its
+   * lease ran out (judged by the lease clock), or it was taken in an earlier boot (SQLite).
+   */
+  freeLease(alias = ''): string {
+    return `${alias}owner IS NULL OR ${alias}expires_at IS NULL OR ${alias}expires_at <= ${this.nowMs} OR ${this.ownedInOtherBoot}`;
+  }
+
+  /** SQL condition: a lease row is held by a lease that has not run out. */
+  get heldLease(): string {
+    return `owner IS NOT NULL AND expires_at > ${this.nowMs} AND NOT (${this.ownedInOtherBoot})`;
+  }
+
+  /** The larger of two SQL expressions. */
+  greatest(a: string, b: string): string {
+    return this.family === 'sqlite' ? `max(${a}, ${b})` : `GREATEST(${a}, ${b})`;
+  }
+
   /** `INSERT` that does nothing when the key row exists. */
   insertIgnore(table: string, columns: string[]): string {
     const cols = columns.join(', ');

@@ -1,4 +1,4 @@
-import type { StoreLockInfo } from '../../core/contract/lock-backend';
+import type { GrantRequest, StoreLockInfo } from '../../core/contract/lock-backend';
 import type { SqlDatabase } from './sql-database';
 import type { SqlRunner } from './typeorm-types';
 
@@ -28,13 +28,17 @@ interface StrategyBase {
 export interface LeaseStrategy extends StrategyBase {
   readonly kind: 'lease';
   /**
-   * Takes the key for `token` for `ttlMs` if it is free or expired, and returns its new fence;
-   * `null` when it is held, or when its row does not exist yet (the backend then creates the
-   * row and asks once more).
+   * Takes the key for `token` for `ttlMs` if it is free or expired (creating its row if it has
+   * none), and returns its new fence; `null` when it is held.
    */
   take(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<number | null>;
   /** Extends the lease to `ttlMs` if `token` still holds it. */
   renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean>;
+  /**
+   * {@link renew} of many leases in a few statements: one result per request, in order (an
+   * `Error` for a lease whose statement failed); rejects when every statement failed.
+   */
+  renewMany(db: SqlDatabase, requests: readonly GrantRequest[]): Promise<Array<boolean | Error>>;
   /** Frees the key if `token` holds it; `false` when it did not (anymore). */
   release(db: SqlDatabase, key: string, token: string): Promise<boolean>;
   /** What the key's row says: holder, fence, lease left. */

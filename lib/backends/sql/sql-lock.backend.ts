@@ -11,7 +11,7 @@ import type {
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
 import { DatabaseWaitSlots, defaultWaitingConnections } from './database-wait-slots';
-import { lastFence } from './fence-counter';
+import { bucketFence } from './fence-counter';
 import { KeyWaitLines, type LinePlace } from './key-wait-lines';
 import {
   announceRelease,
@@ -80,6 +80,12 @@ export class SqlLockBackend implements LockBackend {
   readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
+  /**
+   * Present only for `table`: a few statements renew every lease due. A session lock's
+   * renewal is a probe of its own pinned connection, one round trip per lock whatever is
+   * batched, so the engine's per-lease `extend` is all there is for those.
+   */
+  readonly extendMany?: (requests: readonly GrantRequest[]) => Promise<Array<boolean | Error>>;
   // ES private (#) fields: `util.inspect` of anything that reaches the backend (a lock handle
   // dumped at full depth) never walks into the DataSource and its options.
   readonly #pins: PinnedConnections;
@@ -119,6 +125,7 @@ export class SqlLockBackend implements LockBackend {
     if (waitsInDatabase) this.acquire = (request) => this.waitInLine(request, this.headOfSession);
     if (strategy.kind === 'lease') {
       this.acquire = (request) => this.waitInLine(request, this.headOfLease);
+      this.extendMany = async (requests) => strategy.renewMany(await source.open(), requests);
     }
     if (strategy.kind === 'session') {
       const cap = Math.floor(sessionTimeoutMs * SESSION_VALIDITY_SHARE);
@@ -181,9 +188,12 @@ export class SqlLockBackend implements LockBackend {
 
   /**
    * The key's row (table: holder, lease left, fence, and the callers of this process waiting
-   * for it), or for a session lock whether it is held now, the last fence drawn and, where
-   * waiters queue in the database, how many: those in its lock queue plus those of this process
-   * waiting in line behind them.
+   * for it), or for a session lock whether it is held now and, where waiters queue in the
+   * database, how many: those in its lock queue plus those of this process waiting in line
+   * behind them. A session lock's fence: the holder's when it is held here; when it is held
+   * elsewhere, `null` (the store keeps no fence per key, only the counter of the key's bucket,
+   * which other keys move too); when free, that counter (at least the key's last fence, below
+   * its next).
    */
   async inspect(key: string): Promise<StoreLockInfo> {
     const db = await this.#source.open();
@@ -191,13 +201,14 @@ export class SqlLockBackend implements LockBackend {
     if (strategy.kind === 'lease') {
       return { ...(await strategy.inspect(db, key)), waiting: this.#lines.size(key) };
     }
-    const [held, fence, inDatabase] = await Promise.all([
+    const [held, counter, inDatabase] = await Promise.all([
       strategy.isLocked(db, key),
-      lastFence(db, key),
+      bucketFence(db, key),
       strategy.waiting?.(db, key),
     ]);
     const waiting =
       inDatabase === undefined ? undefined : inDatabase + this.#lines.waitingHere(key);
+    const fence = held ? (this.#pins.fenceOf(key) ?? null) : counter;
     return { held, fence, holders: held ? 1 : 0, ...(waiting === undefined ? {} : { waiting }) };
   }
 
@@ -389,21 +400,8 @@ export class SqlLockBackend implements LockBackend {
     if (this.#strategy.kind === 'session') {
       return this.takeSession(db, this.#strategy, key, token, waitMs, signal);
     }
-    const fence = await this.takeLease(db, this.#strategy, key, token, ttlMs);
+    const fence = await this.#strategy.take(db, key, token, ttlMs);
     return fence === null ? null : { fence };
-  }
-
-  /** A lease: taken in the key's row, which is created the first time the key is seen. */
-  private async takeLease(
-    db: SqlDatabase,
-    strategy: LeaseStrategy,
-    key: string,
-    token: string,
-    ttlMs: number,
-  ): Promise<number | null> {
-    const fence = await strategy.take(db, key, token, ttlMs);
-    if (fence !== null || !(await db.createRowIfMissing(key))) return fence;
-    return strategy.take(db, key, token, ttlMs); // a key never seen: its row is new and free
   }
 
   /**

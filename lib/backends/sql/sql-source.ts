@@ -1,4 +1,5 @@
 import { sleep } from '../../core/shared/timers';
+import { collectRows, prepareFences } from './fence-carry-over';
 import { SqlDatabase, type SqlDatabaseOptions } from './sql-database';
 import { SqlDialect, type SqlFamily } from './sql-dialect';
 import { readServer, type SqlServer } from './sql-server';
@@ -38,6 +39,10 @@ export interface SqlSourceOptions extends SqlDatabaseOptions {
 export class SqlSource {
   private database?: Promise<SqlDatabase>;
   private tableReady?: Promise<void>;
+  private fencesReady?: Promise<void>;
+  /** The background removal of rows no longer needed, started once the fences are ready. */
+  private collecting?: Promise<void>;
+  private closing = false;
   /** The DataSource once found: closed (if ours) even when opening it failed half-way. */
   private dataSource?: SqlDataSource;
 
@@ -62,26 +67,53 @@ export class SqlSource {
     return this.database;
   }
 
-  /** The database, ready for statements (and the lock table, when we create it). */
+  /**
+   * The database, ready for statements: the lock table (when we create it) exists, and its
+   * fence buckets are carried over from an earlier version or layout (see fence-carry-over.ts).
+   */
   async open(): Promise<SqlDatabase> {
     const db = await this.connect();
-    if (!this.options.createTable) return db;
-    if (!this.tableReady) {
-      const ready = createTableOnce(db);
-      this.tableReady = ready;
+    if (this.options.createTable) {
+      if (!this.tableReady) {
+        const ready = createTableOnce(db);
+        this.tableReady = ready;
+        ready.catch(() => {
+          if (this.tableReady === ready) this.tableReady = undefined;
+        });
+      }
+      await this.tableReady;
+    }
+    if (!this.fencesReady) {
+      const ready = this.prepareFences(db);
+      this.fencesReady = ready;
       ready.catch(() => {
-        if (this.tableReady === ready) this.tableReady = undefined;
+        if (this.fencesReady === ready) this.fencesReady = undefined;
       });
     }
-    await this.tableReady;
+    await this.fencesReady;
     return db;
   }
 
   /** Closes the DataSource if the module created it (after any opening still under way). */
   async close(): Promise<void> {
+    this.closing = true;
+    await this.collecting;
     if (!this.options.owned) return;
     await this.database?.catch(() => undefined);
     if (this.dataSource?.isInitialized) await this.dataSource.destroy();
+  }
+
+  /**
+   * Carries the fences over, then removes the rows that no longer need to be kept in the
+   * background (a table of an earlier version may hold millions: the first lock call does not
+   * wait for them). A failed removal is left for the next start: nothing depends on it.
+   */
+  private async prepareFences(db: SqlDatabase): Promise<void> {
+    const floor = await prepareFences(db);
+    this.collecting ??= collectRows(db, floor, () => this.closing).then(
+      () => undefined,
+      () => undefined,
+    );
   }
 }
 

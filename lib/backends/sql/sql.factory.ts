@@ -14,6 +14,7 @@ import { AdvisoryStrategy } from './advisory.strategy';
 import { maxWaitingConnectionsFor } from './database-wait-slots';
 import { ForUpdateStrategy } from './for-update.strategy';
 import { poolSizeOf } from './pinned-connections';
+import { DEFAULT_FENCE_BUCKETS, MAX_FENCE_BUCKETS } from './fence-layout';
 import { familyOf, IDENTIFIER, reservedTableName, type SqlFamily } from './sql-dialect';
 import { SqlLockBackend } from './sql-lock.backend';
 import type { SqlLockStrategy } from './sql-lock-strategy';
@@ -34,6 +35,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'startup',
   'sessionTimeout',
   'maxWaitingConnections',
+  'fenceBuckets',
 ]);
 type StrategyName = NonNullable<TypeormBackendConfig['strategy']>;
 /** Each strategy: how it locks, and which databases it supports. */
@@ -112,6 +114,8 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
         );
       }
     }
+    if (config.fenceBuckets !== undefined)
+      checkFenceBuckets(config.fenceBuckets, `${field}.fenceBuckets`);
     if (config.dataSource !== undefined) {
       const ds = config.dataSource as Partial<SqlDataSource> | null;
       if (
@@ -183,6 +187,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       owned,
       backendName: name,
       redactor: context.redactor,
+      fenceBuckets: config.fenceBuckets ?? DEFAULT_FENCE_BUCKETS,
     });
     const backend = new SqlLockBackend(
       source,
@@ -243,6 +248,21 @@ function checkWaitingFitsPool(
     throw new LockConfigError(
       `${field}.maxWaitingConnections`,
       `must be at most ${max} with a pool of ${pool} (one connection stays for ordinary queries and one for a holder), got ${wanted}`,
+    );
+  }
+}
+
+/** `fenceBuckets`: a whole number of counter rows, 1 to {@link MAX_FENCE_BUCKETS}. */
+function checkFenceBuckets(value: unknown, field: string): void {
+  if (
+    typeof value !== 'number' ||
+    !Number.isInteger(value) ||
+    value < 1 ||
+    value > MAX_FENCE_BUCKETS
+  ) {
+    throw new LockConfigError(
+      field,
+      `must be a whole number from 1 to ${MAX_FENCE_BUCKETS}, got ${describe(value)}`,
     );
   }
 }

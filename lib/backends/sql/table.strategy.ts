@@ -1,39 +1,37 @@
-import type { StoreLockInfo } from '../../core/contract/lock-backend';
+import type { GrantRequest, StoreLockInfo } from '../../core/contract/lock-backend';
+import { createBucket, insertIdOf, missingLayout, mysqlFloor } from './fence-counter';
+import { bucketKey, bucketText, META_KEY, RESERVED_PREFIX } from './fence-layout';
 import type { LeaseStrategy } from './sql-lock-strategy';
 import { storedKey } from './sql-dialect';
 import { affectedRows, type SqlDatabase } from './sql-database';
 
+/** Leases renewed by one statement at most (well inside every driver's parameter limit). */
+const RENEW_CHUNK = 500;
+
 /**
- * `strategy: 'table'` (Postgres, MySQL/MariaDB, SQLite): a row per key with owner token,
- * expiry and fence. Take = one conditional UPDATE of a free or expired row that bumps the
- * fence; expiry is judged by the database server's clock (SQLite: the machine's monotonic
- * clock, see `SqlDialect.nowMs`); renew and release are conditioned on the owner token. Rows
- * are never deleted, so fences never restart. Waiting is the engine's polling with backoff.
- * `forceRelease` clears the row's owner: the stale holder's next renewal, conditioned on its
- * token, finds it gone.
+ * `strategy: 'table'` (Postgres, MySQL/MariaDB, SQLite): a row per held key with owner token,
+ * expiry and fence. Take = one statement that draws the fence from the key's bucket (see
+ * fence-layout.ts) and, while that bucket row is locked, inserts the key's row or takes it over
+ * if it is free or expired; expiry is judged by the database server's clock (SQLite: the
+ * machine's monotonic clock, see `SqlDialect.nowMs`). Release deletes the row (conditioned on
+ * the owner token), so the table holds the rows of keys held now plus the bucket rows, however
+ * many keys were ever locked. Renewals are conditioned on the token and on the lease still
+ * running, one statement per batch. Waiting is the engine's polling with backoff.
+ * `forceRelease` deletes the row: the stale holder's next renewal, conditioned on its token,
+ * finds it gone.
  */
 export class TableStrategy implements LeaseStrategy {
   readonly kind = 'lease';
 
   async take(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<number | null> {
-    const { table, dialect } = db;
-    const k = storedKey(key);
-    const update =
-      `UPDATE ${table} SET owner = ?, expires_at = ${dialect.nowMs} + ?, fence = fence + 1 ` +
-      `WHERE lock_key = ? AND (owner IS NULL OR expires_at IS NULL OR expires_at <= ${dialect.nowMs} OR ${dialect.ownedInOtherBoot})`;
-    // Postgres and SQLite return the new fence from the UPDATE itself; MySQL needs a SELECT.
-    if (dialect.family !== 'mysql') {
-      const result = await db.exec(`${update} RETURNING fence`, [dialect.owner(token), ttlMs, k]);
-      return result.records.length === 1 ? Number(result.records[0].fence) : null;
+    switch (db.dialect.family) {
+      case 'postgres':
+        return takePostgres(db, key, token, ttlMs);
+      case 'mysql':
+        return takeMysql(db, key, token, ttlMs);
+      case 'sqlite':
+        return takeSqlite(db, key, token, ttlMs);
     }
-    const result = await db.exec(update, [dialect.owner(token), ttlMs, k]);
-    if (affectedRows(result) !== 1) return null;
-    const row = await db.exec(`SELECT fence FROM ${table} WHERE lock_key = ? AND owner = ?`, [
-      k,
-      dialect.owner(token),
-    ]);
-    // Gone already only if the lease ran out in between: not a usable grant.
-    return row.records.length === 1 ? Number(row.records[0].fence) : null;
   }
 
   async renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean> {
@@ -45,53 +43,250 @@ export class TableStrategy implements LeaseStrategy {
     return affectedRows(result) === 1;
   }
 
+  /**
+   * One statement per chunk of leases sharing a ttl, each renewed on the same condition as
+   * {@link renew}. MariaDB/MySQL have no `UPDATE … RETURNING`, so there the renewed rows are
+   * read back by a second statement: those still ours and running are the ones it renewed (a
+   * row it skipped had run out, and an expired lease never runs again).
+   */
+  async renewMany(
+    db: SqlDatabase,
+    requests: readonly GrantRequest[],
+  ): Promise<Array<boolean | Error>> {
+    const results: Array<boolean | Error> = new Array<boolean | Error>(requests.length);
+    const byTtl = new Map<number, number[]>();
+    requests.forEach(({ ttlMs }, i) => byTtl.set(ttlMs, [...(byTtl.get(ttlMs) ?? []), i]));
+    let failures = 0;
+    let firstError: unknown;
+    for (const [ttlMs, indexes] of byTtl) {
+      for (let start = 0; start < indexes.length; start += RENEW_CHUNK) {
+        const chunk = indexes.slice(start, start + RENEW_CHUNK);
+        try {
+          const renewed = await renewChunk(
+            db,
+            ttlMs,
+            chunk.map((i) => requests[i]),
+          );
+          for (const i of chunk) results[i] = renewed.has(rowId(db, requests[i]));
+        } catch (err) {
+          failures += chunk.length;
+          firstError ??= err;
+          const error = err instanceof Error ? err : new Error(String(err));
+          for (const i of chunk) results[i] = error;
+        }
+      }
+    }
+    if (failures > 0 && failures === requests.length) throw firstError;
+    return results;
+  }
+
   async release(db: SqlDatabase, key: string, token: string): Promise<boolean> {
     const { table, dialect } = db;
+    const params = [storedKey(key), dialect.owner(token)];
+    if (dialect.family !== 'mysql') {
+      // Ours, running or not, is deleted; only a running lease was still held.
+      const result = await db.exec(
+        `DELETE FROM ${table} WHERE lock_key = ? AND owner = ? RETURNING CASE WHEN expires_at > ${dialect.nowMs} THEN 1 ELSE 0 END AS live`,
+        params,
+      );
+      return Number(result.records[0]?.live) === 1;
+    }
     const result = await db.exec(
-      `UPDATE ${table} SET owner = NULL, expires_at = NULL WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
-      [storedKey(key), dialect.owner(token)],
+      `DELETE FROM ${table} WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
+      params,
     );
     if (affectedRows(result) === 1) return true;
-    // Ours but already expired (nobody took it): free it anyway, yet report it was not held.
-    await db.exec(
-      `UPDATE ${table} SET owner = NULL, expires_at = NULL WHERE lock_key = ? AND owner = ?`,
-      [storedKey(key), dialect.owner(token)],
-    );
+    // Ours but already expired (nobody took it): deleted anyway, yet it was not held.
+    await db.exec(`DELETE FROM ${table} WHERE lock_key = ? AND owner = ?`, params);
     return false;
   }
 
   async isLocked(db: SqlDatabase, key: string): Promise<boolean> {
     const result = await db.exec(
-      `SELECT 1 AS held FROM ${db.table} WHERE lock_key = ? AND ${heldNow(db)}`,
+      `SELECT 1 AS held FROM ${db.table} WHERE lock_key = ? AND ${db.dialect.heldLease}`,
       [storedKey(key)],
     );
     return result.records.length > 0;
   }
 
+  /**
+   * Held: the holder's fence and lease left. Free: the counter of the key's bucket (or the floor
+   * a new bucket starts at), which is at least the key's last fence and below its next one.
+   */
   async inspect(db: SqlDatabase, key: string): Promise<StoreLockInfo> {
+    const k = storedKey(key);
+    const bucket = db.fences.bucketKeyOf(key);
     const result = await db.exec(
-      `SELECT fence, CASE WHEN ${heldNow(db)} THEN expires_at - ${db.dialect.nowMs} END AS remaining FROM ${db.table} WHERE lock_key = ?`,
-      [storedKey(key)],
+      `SELECT lock_key, fence, CASE WHEN lock_key = ? AND ${db.dialect.heldLease} THEN expires_at - ${db.dialect.nowMs} END AS remaining FROM ${db.table} WHERE lock_key IN (?, ?, ?)`,
+      [k, k, bucket, META_KEY],
     );
-    const row = result.records[0];
-    if (!row) return { held: false, fence: 0, holders: 0 }; // never taken: the first grant gets 1
-    const fence = Number(row.fence);
-    if (row.remaining === null || row.remaining === undefined) {
-      return { held: false, fence, holders: 0 };
+    let keyFence = 0;
+    let bucketFence: number | undefined;
+    let floor = 0;
+    for (const row of result.records) {
+      const stored = String(row.lock_key).trim();
+      if (stored === k) {
+        if (row.remaining !== null && row.remaining !== undefined) {
+          const remainingMs = Math.max(0, Number(row.remaining));
+          return { held: true, fence: Number(row.fence), remainingMs, holders: 1 };
+        }
+        keyFence = Number(row.fence);
+      } else if (stored === bucket) bucketFence = Number(row.fence);
+      else floor = Number(row.fence);
     }
-    return { held: true, fence, remainingMs: Math.max(0, Number(row.remaining)), holders: 1 };
+    return { held: false, fence: Math.max(keyFence, bucketFence ?? floor), holders: 0 };
   }
 
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
     const result = await db.exec(
-      `UPDATE ${db.table} SET owner = NULL, expires_at = NULL WHERE lock_key = ? AND ${heldNow(db)}`,
+      `DELETE FROM ${db.table} WHERE lock_key = ? AND ${db.dialect.heldLease}`,
       [storedKey(key)],
     );
     return affectedRows(result) === 1;
   }
 }
 
-/** SQL condition: the row is held by a lease that has not run out (judged by the lease clock). */
-function heldNow({ dialect }: SqlDatabase): string {
-  return `owner IS NOT NULL AND expires_at > ${dialect.nowMs} AND NOT (${dialect.ownedInOtherBoot})`;
+/**
+ * Postgres, one statement: the bucket's bump (its row lock held to the end of the statement, so
+ * the grants of a key are serialised with their draws) feeds the insert of the key's row, which
+ * takes over an existing row only if it is free or expired. `drawn` is null when the bucket does
+ * not exist yet (it is then created and the take tried once more), `granted` when the key is busy
+ * (the draw is spent: fences may skip, never repeat).
+ */
+async function takePostgres(
+  db: SqlDatabase,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<number | null> {
+  const { table, dialect } = db;
+  const index = db.fences.bucketOf(key);
+  const sql =
+    `WITH drawn AS (UPDATE ${table} SET fence = fence + 1 WHERE lock_key = ? RETURNING fence), ` +
+    `granted AS (INSERT INTO ${table} AS cur (lock_key, key_text, owner, expires_at, fence) ` +
+    `SELECT ?, ?, ?, ${dialect.nowMs} + ?, fence FROM drawn ` +
+    `ON CONFLICT (lock_key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, fence = EXCLUDED.fence ` +
+    `WHERE ${dialect.freeLease('cur.')} RETURNING cur.fence) ` +
+    `SELECT (SELECT fence FROM drawn) AS drawn, (SELECT fence FROM granted) AS granted`;
+  const params = [bucketKey(index), storedKey(key), key, dialect.owner(token), ttlMs];
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const row = (await db.exec(sql, params)).records[0];
+    if (row?.drawn !== null && row?.drawn !== undefined) {
+      return row.granted === null || row.granted === undefined ? null : Number(row.granted);
+    }
+    await createBucket(db, index);
+  }
+  throw missingLayout(db);
+}
+
+/**
+ * MariaDB/MySQL, one statement of two rows processed in order: the bucket row first (bumped, or
+ * created above the floor; locked to the end of the statement), then the key's row, whose fence
+ * is the value the first row handed to `LAST_INSERT_ID(expr)`. On a busy key the update resets
+ * it to 0, so the statement's OK packet says granted (the fence) or busy (0) without a read.
+ */
+async function takeMysql(
+  db: SqlDatabase,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<number | null> {
+  const { table, dialect } = db;
+  const index = db.fences.bucketOf(key);
+  const reserved = `lock_key LIKE '${RESERVED_PREFIX}%'`;
+  const result = await db.exec(
+    `INSERT INTO ${table} (lock_key, key_text, owner, expires_at, fence) VALUES ` +
+      `(?, ?, NULL, NULL, LAST_INSERT_ID(${mysqlFloor(db)} + 1)), ` +
+      `(?, ?, ?, ${dialect.nowMs} + ?, LAST_INSERT_ID()) ` +
+      `ON DUPLICATE KEY UPDATE ` +
+      `fence = IF(${reserved}, LAST_INSERT_ID(fence + 1), IF(${dialect.freeLease()}, VALUES(fence), fence + LAST_INSERT_ID(0))), ` +
+      `owner = IF(${reserved} OR LAST_INSERT_ID() = 0, owner, VALUES(owner)), ` +
+      `expires_at = IF(${reserved} OR LAST_INSERT_ID() = 0, expires_at, VALUES(expires_at))`,
+    [
+      bucketKey(index),
+      bucketText(index),
+      META_KEY,
+      storedKey(key),
+      key,
+      dialect.owner(token),
+      ttlMs,
+    ],
+  );
+  const fence = insertIdOf(result);
+  return fence > 0 ? fence : null;
+}
+
+/**
+ * SQLite, one statement (SQLite runs one writer at a time, so it is atomic with every other
+ * grant): the next fence is computed once (a materialised CTE: the bucket's counter, or the
+ * floor, plus one) and written to both the bucket row and the key's row, which is taken over
+ * only if it is free, expired or left by an earlier boot. The key's row comes back only if it
+ * was taken.
+ */
+async function takeSqlite(
+  db: SqlDatabase,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<number | null> {
+  const { table, dialect } = db;
+  const index = db.fences.bucketOf(key);
+  const bucket = bucketKey(index);
+  const k = storedKey(key);
+  const result = await db.exec(
+    `WITH next AS MATERIALIZED (SELECT COALESCE((SELECT fence FROM ${table} WHERE lock_key = ?), (SELECT fence FROM ${table} WHERE lock_key = ?)) + 1 AS fence) ` +
+      `INSERT INTO ${table} (lock_key, key_text, owner, expires_at, fence) ` +
+      `SELECT ?, ?, NULL, NULL, fence FROM next ` +
+      `UNION ALL SELECT ?, ?, ?, ${dialect.nowMs} + ?, fence FROM next WHERE true ` +
+      `ON CONFLICT (lock_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, ` +
+      `fence = CASE WHEN lock_key = ? THEN max(fence + 1, excluded.fence) ELSE excluded.fence END ` +
+      `WHERE lock_key = ? OR ${dialect.freeLease()} RETURNING lock_key, fence`,
+    [
+      bucket,
+      META_KEY,
+      bucket,
+      bucketText(index),
+      k,
+      key,
+      dialect.owner(token),
+      ttlMs,
+      bucket,
+      bucket,
+    ],
+  );
+  const row = result.records.find((r) => r.lock_key === k);
+  return row ? Number(row.fence) : null;
+}
+
+/** One chunk of renewals of one ttl: the set of {@link rowId}s renewed. */
+async function renewChunk(
+  db: SqlDatabase,
+  ttlMs: number,
+  requests: readonly GrantRequest[],
+): Promise<Set<string>> {
+  const { table, dialect } = db;
+  const keys = requests.map((r) => storedKey(r.key));
+  const pairs: unknown[] = [];
+  requests.forEach((r, i) => pairs.push(keys[i], dialect.owner(r.token)));
+  const mine =
+    `lock_key IN (${keys.map(() => '?').join(', ')}) ` +
+    `AND (lock_key, owner) IN (${requests.map(() => '(?, ?)').join(', ')}) ` +
+    `AND expires_at > ${dialect.nowMs}`;
+  const update = `UPDATE ${table} SET expires_at = ${dialect.nowMs} + ? WHERE ${mine}`;
+  const params = [ttlMs, ...keys, ...pairs];
+  let rows;
+  if (dialect.family === 'mysql') {
+    await db.exec(update, params);
+    rows = (
+      await db.exec(`SELECT lock_key, owner FROM ${table} WHERE ${mine}`, [...keys, ...pairs])
+    ).records;
+  } else {
+    rows = (await db.exec(`${update} RETURNING lock_key, owner`, params)).records;
+  }
+  return new Set(rows.map((row) => `${String(row.lock_key).trim()}\u0000${String(row.owner)}`));
+}
+
+/** A renewal's row as {@link renewChunk} reports it. */
+function rowId(db: SqlDatabase, request: GrantRequest): string {
+  return `${storedKey(request.key)}\u0000${db.dialect.owner(request.token)}`;
 }

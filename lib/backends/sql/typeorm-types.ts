@@ -16,7 +16,8 @@ export interface SqlRunner {
   connect(): Promise<unknown>;
   release(): Promise<void>;
   query(sql: string, parameters: unknown[] | undefined, structured: true): Promise<SqlResult>;
-  startTransaction(): Promise<void>;
+  /** `isolationLevel`: e.g. `'READ COMMITTED'`; the DataSource's default when absent. */
+  startTransaction(isolationLevel?: 'READ COMMITTED'): Promise<void>;
   commitTransaction(): Promise<void>;
   rollbackTransaction(): Promise<void>;
   readonly isReleased: boolean;
@@ -27,7 +28,12 @@ export interface SqlRunner {
 /** A TypeORM DataSource. */
 export interface SqlDataSource {
   readonly isInitialized: boolean;
-  readonly options: { type: string; poolSize?: number; extra?: Record<string, unknown> };
+  readonly options: {
+    type: string;
+    poolSize?: number;
+    extra?: Record<string, unknown>;
+    isolationLevel?: string;
+  };
   initialize(): Promise<unknown>;
   destroy(): Promise<void>;
   createQueryRunner(): SqlRunner;
