@@ -42,41 +42,71 @@ export function backoffDelay(attempt: number, baseMs = 5, capMs = 250): number {
   return step / 2 + Math.random() * (step / 2);
 }
 
-/** A pending bounded operation (see withTimeout). */
+/**
+ * A pending bounded operation (see withTimeout), linked into the pending list by its own
+ * fields: adding and removing one allocates nothing and never resizes a table (a Set here was
+ * re-hashed as it went from one entry to none and back, once per store call).
+ */
 interface Bounded {
   readonly deadline: number;
   readonly background: boolean;
+  prev: Bounded | undefined;
+  next: Bounded | undefined;
   fail(): void;
 }
 
 /** How often pending operations are checked: a timed-out one fails at most this late. */
 const SWEEP_MS = 10;
-const pending = new Set<Bounded>();
+/** Newest pending operation first; every entry is pending (removed when it settles). */
+let head: Bounded | undefined;
 /** Pending operations that keep the process alive (not background). */
 let foreground = 0;
 let sweeper: NodeJS.Timeout | undefined;
+/** Whether the armed sweeper keeps the process alive. */
+let sweeperRefed = false;
 
 function sweep(): void {
   sweeper = undefined;
   const now = performance.now();
-  for (const op of pending) if (op.deadline <= now) op.fail();
-  if (pending.size > 0) armSweeper();
+  for (let op = head; op;) {
+    const next = op.next;
+    if (op.deadline <= now) op.fail();
+    op = next;
+  }
+  if (head) armSweeper();
 }
 
 function armSweeper(): void {
   sweeper = setTimeout(sweep, SWEEP_MS);
-  if (foreground === 0) sweeper.unref();
+  sweeperRefed = foreground > 0;
+  if (!sweeperRefed) sweeper.unref();
 }
 
 function track(op: Bounded): void {
-  pending.add(op);
-  if (!op.background && foreground++ === 0) sweeper?.ref();
+  op.next = head;
+  if (head) head.prev = op;
+  head = op;
+  if (!op.background && foreground++ === 0 && sweeper && !sweeperRefed) {
+    sweeperRefed = true;
+    sweeper.ref();
+  }
   if (!sweeper) armSweeper();
 }
 
-function untrack(op: Bounded): void {
-  if (!pending.delete(op)) return;
-  if (!op.background && --foreground === 0) sweeper?.unref();
+/**
+ * Takes a settled operation off the list (once). The sweeper is not unref'd here when the
+ * last foreground operation settles: it is re-armed unref'd at its next sweep (10 ms), so a
+ * caller making one store call after another does not toggle its ref on every call.
+ */
+function untrack(op: Bounded): boolean {
+  if (op.prev === op) return false; // already taken off
+  if (op.prev) op.prev.next = op.next;
+  else head = op.next;
+  if (op.next) op.next.prev = op.prev;
+  op.prev = op;
+  op.next = undefined;
+  if (!op.background) foreground--;
+  return true;
 }
 
 /** The error of a store call that did not answer in time. */
@@ -101,16 +131,17 @@ export interface TimeoutOptions {
 export function withTimeout<T>(
   promise: Promise<T>,
   ms: number,
-  { onTimeout = () => noAnswerError(ms), background = false }: TimeoutOptions = {},
+  options?: TimeoutOptions,
 ): Promise<T> {
   if (!Number.isFinite(ms)) return promise;
   return new Promise<T>((resolve, reject) => {
     const op: Bounded = {
       deadline: performance.now() + Math.min(Math.max(0, ms), MAX_TIMER_MS),
-      background,
+      background: options?.background === true,
+      prev: undefined,
+      next: undefined,
       fail: () => {
-        untrack(op);
-        reject(onTimeout());
+        if (untrack(op)) reject(options?.onTimeout ? options.onTimeout() : noAnswerError(ms));
       },
     };
     track(op);
