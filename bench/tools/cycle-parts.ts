@@ -1,7 +1,8 @@
 /**
  * Splits an uncontended Redis cycle into its parts, interleaved in one process (ratios only):
  * the raw floor, redis-semaphore's Mutex, our two scripts sent raw through ioredis (the store's
- * and the client library's share), and LockService.acquire + release (plus the engine's share).
+ * and the client library's share), our backend called directly (its own client-side share) and
+ * LockService.acquire + release (plus the engine's share).
  * `node -r ./scripts/ts-register.cjs bench/tools/cycle-parts.ts [rounds]`
  */
 import { randomUUID } from 'node:crypto';
@@ -12,6 +13,8 @@ import { compareInterleaved, pairedRatio, type Variant } from '../harness/rounds
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
+import { Redactor } from '../../lib/core/shared/redactor';
+import { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 
 const URL = 'redis://127.0.0.1:6379';
 const CAD = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
@@ -24,6 +27,7 @@ async function main(): Promise<void> {
   const scripts = new Redis(URL);
   const ours = await startLocks({ backends: { redis: { type: 'redis', url: URL } } });
   const run = randomUUID().slice(0, 8);
+  const backend = new RedisLockBackend(new Redis(URL), true, 'direct', new Redactor());
   const names = redisLockNames(`scripts:${run}`);
   const qk = [names.lock, names.fence, names.queue, names.waiters];
   await scripts.script('LOAD', ACQUIRE.source);
@@ -68,6 +72,15 @@ async function main(): Promise<void> {
       },
     },
     {
+      name: 'our backend alone (no engine)',
+      op: async () => {
+        const token = newOwnerToken();
+        if (!(await backend.tryAcquire({ key: `direct:${run}`, token, ttlMs: 30_000 })))
+          throw new Error('busy');
+        await backend.release(`direct:${run}`, token);
+      },
+    },
+    {
       name: 'ours (LockService)',
       op: async () => {
         const lock = await ours.locks.acquire(`ours:${run}`);
@@ -75,16 +88,29 @@ async function main(): Promise<void> {
       },
     },
   ];
-  const results = await compareInterleaved(variants, { rounds, roundMs: 1000, warmupMs: 500 });
-  const ourResult = results[3];
-  for (const r of results) {
+  // Client CPU per cycle of each variant (user + system, this process), tallied op by op.
+  const cpu = variants.map(() => ({ us: 0, n: 0 }));
+  const timed: Variant[] = variants.map((v, i) => ({
+    name: v.name,
+    op: async () => {
+      const before = process.cpuUsage();
+      await v.op();
+      const used = process.cpuUsage(before);
+      cpu[i].us += used.user + used.system;
+      cpu[i].n++;
+    },
+  }));
+  const results = await compareInterleaved(timed, { rounds, roundMs: 1000, warmupMs: 500 });
+  const ourResult = results[4];
+  results.forEach((r, i) => {
     console.log(
-      `${r.name.padEnd(38)} ${r.usPerOp.toFixed(1).padStart(7)} us/cycle   ours÷this ${pairedRatio(ourResult, r).toFixed(3)}`,
+      `${r.name.padEnd(38)} ${r.usPerOp.toFixed(1).padStart(7)} us/cycle   ours÷this ${pairedRatio(ourResult, r).toFixed(3)}   client CPU ${(cpu[i].us / cpu[i].n).toFixed(1)} us/cycle`,
     );
-  }
+  });
   raw.disconnect();
   peer.disconnect();
   scripts.disconnect();
   await ours.close();
+  await backend.close();
 }
 void main();
