@@ -41,6 +41,8 @@ const TIDY_AT_CLOSE_MS = 1_000;
 const LEAVE_QUEUE_WAIT_MS = 250;
 /** Reads `inspect` makes when the holder it found leaves before its stat could be read. */
 const INSPECT_ATTEMPTS = 5;
+/** Key node paths remembered (see dirOf); the memo is emptied when it reaches this size. */
+const RECENT_DIRS = 1_000;
 /** What {@link untilAborted} resolves when the signal aborted first. */
 const ABORTED = Symbol('aborted');
 
@@ -63,6 +65,8 @@ export class ZookeeperLockBackend implements LockBackend {
   /** Paths of the nodes this process holds, by `fullKey\0token`. */
   private readonly held = new Map<string, { key: string; token: string; path: string }>();
   private lostListener: LockLossListener = () => undefined;
+  /** Key node paths of recently used keys (see dirOf). */
+  private readonly recentDirs = new Map<string, string>();
 
   constructor(
     private readonly zk: ZkModule,
@@ -123,6 +127,12 @@ export class ZookeeperLockBackend implements LockBackend {
     /** A create was lost with its reply, so it may have happened: look for that node first. */
     let lookFirst = false;
     let watch: PredecessorWatch | undefined;
+    /**
+     * Our node's stat, read once with the first queue read: its czxid (the fence) and owner
+     * never change, so a wake-up re-reads only the queue, the one request the textbook recipe
+     * sends there (re-reading it cost each hand-off a second request).
+     */
+    let ownStat: ZkStat | null | undefined;
     try {
       for (;;) {
         if (signal.aborted) return null;
@@ -142,20 +152,24 @@ export class ZookeeperLockBackend implements LockBackend {
             path = created;
             placedIn = this.session.generation;
             lookFirst = false;
+            ownStat = undefined;
           }
-          const read = await untilAborted(this.readQueue(dir, path), signal);
+          const read = await untilAborted(this.readQueue(dir, path, ownStat), signal);
           if (read === ABORTED) return null;
+          ownStat = read.stat;
           const index = read.queue.indexOf(basename(path));
           if (index === 0) {
             const grant = await this.granted(key, token, path, read.stat);
             path = undefined; // ours now (or removed, if it was an abandoned session's)
             if (grant) return grant;
+            ownStat = undefined;
             continue; // queue again under the current session
           }
           if (remaining <= 0) return null;
           if (index < 0) {
             // Our node is gone (the session was replaced): queue again.
             path = undefined;
+            ownStat = undefined;
             continue;
           }
           onQueued?.();
@@ -244,8 +258,9 @@ export class ZookeeperLockBackend implements LockBackend {
   async release(key: string, token: string): Promise<boolean> {
     const known = this.held.get(slot(key, token))?.path;
     this.held.delete(slot(key, token));
-    const removed = await this.removeOwn(this.dirOf(key), token, known);
-    if (removed) this.tidyLater(this.dirOf(key));
+    const dir = this.dirOf(key);
+    const removed = await this.removeOwn(dir, token, known);
+    if (removed) this.tidyLater(dir);
     return removed;
   }
 
@@ -358,19 +373,35 @@ export class ZookeeperLockBackend implements LockBackend {
     }
   }
 
-  /** The sorted queue and our node's stat, read in one round trip (pipelined). */
+  /**
+   * The sorted queue and our node's stat, read in one round trip: both requests pipelined and
+   * written to the socket at once. `known`: the stat read before (it never changes), so only
+   * the queue is read.
+   */
   private async readQueue(
     dir: string,
     path: string,
+    known?: ZkStat | null,
   ): Promise<{ queue: string[]; stat: ZkStat | null }> {
-    const stat = this.session.exists(path);
+    if (known) return { queue: sortLockNodes(await this.session.getChildren(dir)), stat: known };
+    const [stat, children] = this.session.batch(() => [
+      this.session.exists(path),
+      this.session.getChildren(dir),
+    ]);
     stat.catch(() => undefined); // the queue read's failure is the one reported
-    const children = await this.session.getChildren(dir);
-    return { queue: sortLockNodes(children), stat: await stat };
+    const names = await children;
+    return { queue: sortLockNodes(names), stat: await stat };
   }
 
+  /** The key node's path; remembered for recent keys (a cycle needs it three times). */
   private dirOf(key: string): string {
-    return `${this.rootPath}/${encodeKey(key)}`;
+    let dir = this.recentDirs.get(key);
+    if (dir === undefined) {
+      dir = `${this.rootPath}/${encodeKey(key)}`;
+      if (this.recentDirs.size >= RECENT_DIRS) this.recentDirs.clear();
+      this.recentDirs.set(key, dir);
+    }
+    return dir;
   }
 
   /**

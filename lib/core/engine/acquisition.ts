@@ -10,7 +10,7 @@ import type { LockBackend, LockGrant } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
 import { backoffDelay, sleep, withTimeout } from '../shared/timers';
 import { newOwnerToken } from '../shared/token';
-import { HeldLeases } from './held-leases';
+import type { HeldLeases } from './held-leases';
 import { Lease } from './lease';
 import type { LeaseReleaser } from './lease-releaser';
 import type { LeaseReporter } from './lease-reporter';
@@ -212,7 +212,7 @@ export class Acquisition {
     }
     const lease = new Lease(
       this.deps.reporter,
-      HeldLeases.slot(backendName, fullKey, token),
+      token,
       {
         backendName,
         backend,

@@ -6,29 +6,49 @@ import type { Lease } from './lease';
  * moment it is released or lost.
  */
 export class HeldLeases {
-  private readonly leases = new Map<string, Lease>();
+  /**
+   * By owner token: one lease, or the leases of one multi-key acquisition (they share its
+   * token). Tokens are unique per acquisition, so the token alone finds a lease; keying by a
+   * string built of backend, key and token cost a concatenation and its hashing per lock (and
+   * ~100 bytes per held lock).
+   */
+  private readonly leases = new Map<string, Lease | Lease[]>();
   /** Resolvers waiting for the moment no running scope holds a lease. */
   private idleWaiters: Array<() => void> = [];
 
-  /** The identity of a lease among those held: backend, full key and owner token. */
-  static slot(backend: string, fullKey: string, token: string): string {
-    return `${backend}\u0000${fullKey}\u0000${token}`;
-  }
-
   /** Records a granted lease. */
   add(lease: Lease): void {
-    this.leases.set(lease.slot, lease);
+    const { token } = lease.info;
+    const there = this.leases.get(token);
+    if (there === undefined) this.leases.set(token, lease);
+    else if (Array.isArray(there)) there.push(lease);
+    else this.leases.set(token, [there, lease]);
   }
 
   /** Forgets a lease that ended (released or lost). */
   delete(lease: Lease): void {
-    this.leases.delete(lease.slot);
-    this.checkIdle();
+    const { token } = lease.info;
+    const there = this.leases.get(token);
+    if (there === lease) {
+      this.leases.delete(token);
+    } else if (Array.isArray(there)) {
+      const i = there.indexOf(lease);
+      if (i >= 0) {
+        there.splice(i, 1);
+        if (there.length === 1) this.leases.set(token, there[0]);
+      }
+    }
+    if (this.idleWaiters.length > 0) this.checkIdle();
   }
 
   /** The held lease of (backend, full key, token), if any. */
   find(backend: string, fullKey: string, token: string): Lease | undefined {
-    return this.leases.get(HeldLeases.slot(backend, fullKey, token));
+    const there = this.leases.get(token);
+    const matches = (l: Lease): boolean =>
+      l.info.fullKey === fullKey && l.info.backendName === backend;
+    if (there === undefined) return undefined;
+    if (!Array.isArray(there)) return matches(there) ? there : undefined;
+    return there.find(matches);
   }
 
   /** Held leases of (backend, full key), whatever their token. */
@@ -38,7 +58,12 @@ export class HeldLeases {
 
   /** Every held lease. */
   all(): Lease[] {
-    return [...this.leases.values()];
+    const out: Lease[] = [];
+    for (const there of this.leases.values()) {
+      if (Array.isArray(there)) out.push(...there);
+      else out.push(there);
+    }
+    return out;
   }
 
   /** Held leases no running scope holds (a bare `acquire()` whose work is not ours to wait for). */
@@ -49,7 +74,11 @@ export class HeldLeases {
   /** Leases held by running `withLock`/`@Locked` work. */
   inFlight(): number {
     let n = 0;
-    for (const lease of this.leases.values()) if (lease.scopes > 0) n++;
+    for (const there of this.leases.values()) {
+      if (!Array.isArray(there)) {
+        if (there.scopes > 0) n++;
+      } else for (const lease of there) if (lease.scopes > 0) n++;
+    }
     return n;
   }
 

@@ -50,12 +50,15 @@ export class LeaseReporter implements LeaseHost {
 
   /** A grant after waiting `waitedMs`. */
   acquired(lease: Lease, waitedMs: number): void {
-    this.emit('acquired', lease, { waitedMs });
+    if (this.events.listening('acquired')) this.emit('acquired', lease, { waitedMs });
+    else this.events.countAcquired(lease.info.backendName, waitedMs);
   }
 
   /** A lease released by its last holder. */
   released(lease: Lease): void {
-    this.emit('released', lease, { heldMs: monotonicNow() - lease.acquiredAt });
+    const heldMs = monotonicNow() - lease.acquiredAt;
+    if (this.events.listening('released')) this.emit('released', lease, { heldMs });
+    else this.events.countEnded(lease.info.backendName, heldMs, false);
   }
 
   private emit(type: LockEventName, lease: Lease, extra: Partial<LockEvent>): void {

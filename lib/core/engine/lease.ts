@@ -7,6 +7,15 @@ import type { RenewalScheduler, ScheduledLease } from './renewal-scheduler';
 
 /** Shortest lease left behind by lockAtLeastFor. */
 const MIN_KEEP_MS = 100;
+/** `renewAt`/`renewFrom` when no renewal is scheduled (a whole number: see `renewAt`). */
+const NOT_SCHEDULED = -1;
+/** Outcomes of `finish` without data, shared (one object less per release). */
+const RELEASED = { outcome: 'released' } as const;
+const KEPT = { outcome: 'kept' } as const;
+const LOST = { outcome: 'lost' } as const;
+/** `withTimeout` options of a lease's store calls, shared. */
+const FOREGROUND = { background: false } as const;
+const BACKGROUND = { background: true } as const;
 
 /** What a lease needs from the manager that owns it. */
 export interface LeaseHost {
@@ -73,10 +82,11 @@ export class Lease implements ScheduledLease {
   ttl: number;
   /** Monotonic time at which the lease runs out unless renewed first. */
   deadline: number;
-  /** Monotonic time the lock was granted. */
-  readonly acquiredAt: number;
-  /** Monotonic time at which the lease is given up whatever happens (maxHold); else Infinity. */
-  private readonly giveUpAt: number;
+  /**
+   * Monotonic time at which the lease is given up whatever happens (maxHold); `undefined`
+   * without maxHold (no boxed number per lease for the common case).
+   */
+  private readonly giveUpAt?: number;
 
   /**
    * Created on first use of `signal`: most locks are released without anyone looking at it,
@@ -86,28 +96,40 @@ export class Lease implements ScheduledLease {
   private controller?: AbortController;
   /** Why the lease ended, kept so a signal created afterwards is aborted with the same reason. */
   private ended?: { reason: string; cause?: unknown; error?: LockLostError };
-  /** Monotonic time the next renewal is due; undefined when none is scheduled. */
-  private renewAt?: number;
   /**
-   * Earliest monotonic time the scheduler may renew early, to send it with other leases' due
-   * renewals (halfway through the renewal period: two renewals may still fail before the lease
-   * runs out, and leases settle into one cohort renewed together).
+   * Monotonic time the next renewal is due, in whole ms (rounded up, by under a millisecond
+   * of a renewal period; whole numbers are stored unboxed, a fraction costs a heap number per
+   * lease);
+   * {@link NOT_SCHEDULED} when none is scheduled.
    */
-  private renewFrom = Infinity;
+  private renewAt = NOT_SCHEDULED;
+  /**
+   * Earliest monotonic time (whole ms) the scheduler may renew early, to send it with other
+   * leases' due renewals (halfway through the renewal period: two renewals may still fail
+   * before the lease runs out, and leases settle into one cohort renewed together).
+   */
+  private renewFrom = NOT_SCHEDULED;
   private renewing = false;
 
   constructor(
     private readonly host: LeaseHost,
-    /** The manager's key for this lease among those held (backend, key and token). */
+    /**
+     * Unused by the engine (held leases are found by their token); kept so the lease's
+     * construction stays one call shape. Pass the token.
+     */
     readonly slot: string,
     readonly info: LeaseGrantInfo,
     /** Keeps the time for this lease and renews it (with the backend's other due leases). */
     private readonly scheduler: RenewalScheduler,
   ) {
     this.ttl = info.ttl;
-    this.acquiredAt = info.startedAt;
     this.deadline = info.startedAt + info.validityMs;
-    this.giveUpAt = info.maxHold === undefined ? Infinity : info.startedAt + info.maxHold;
+    if (info.maxHold !== undefined) this.giveUpAt = info.startedAt + info.maxHold;
+  }
+
+  /** Monotonic time the lock was granted. */
+  get acquiredAt(): number {
+    return this.info.startedAt;
   }
 
   /** What `util.inspect` shows (never the backend, its client or their options). */
@@ -140,11 +162,12 @@ export class Lease implements ScheduledLease {
   /** Held and within its deadline. A passed deadline is turned into a loss on the spot. */
   isHeld(): boolean {
     if (this.state !== 'held') return false;
-    if (monotonicNow() >= this.giveUpAt) {
+    const now = monotonicNow();
+    if (this.giveUpAt !== undefined && now >= this.giveUpAt) {
       this.giveUp();
       return false;
     }
-    if (monotonicNow() >= this.deadline) {
+    if (now >= this.deadline) {
       this.markLost('lease expired before it was renewed');
       return false;
     }
@@ -217,8 +240,8 @@ export class Lease implements ScheduledLease {
   ): Promise<
     { outcome: 'released' | 'kept' | 'lost' } | { outcome: 'deferred'; keepForMs: number }
   > {
-    if (this.state === 'lost') return { outcome: 'lost' };
-    if (!this.isHeld()) return { outcome: 'lost' };
+    if (this.state === 'lost') return LOST;
+    if (!this.isHeld()) return LOST;
     this.state = 'released';
     this.stopWatching();
     this.end(reason);
@@ -233,15 +256,15 @@ export class Lease implements ScheduledLease {
       const ok = await this.bounded(
         backend.extend(fullKey, token, Math.max(Math.ceil(keepFor), MIN_KEEP_MS)),
       );
-      return { outcome: ok ? 'kept' : 'lost' };
+      return ok ? KEPT : LOST;
     }
     const ok = await this.bounded(backend.release(fullKey, token));
-    return { outcome: ok ? 'released' : 'lost' };
+    return ok ? RELEASED : LOST;
   }
 
   /** A store call that cannot hang the caller: it fails after `operationTimeout`. */
   private bounded<T>(call: Promise<T>, background = false): Promise<T> {
-    return withTimeout(call, this.info.operationTimeout, { background });
+    return withTimeout(call, this.info.operationTimeout, background ? BACKGROUND : FOREGROUND);
   }
 
   /** Records why the lease ended and aborts the signal if anyone holds it. */
@@ -272,14 +295,11 @@ export class Lease implements ScheduledLease {
     this.markLost(`held for its maxHold of ${this.info.maxHold} ms: given up`);
   }
 
-  /**
-   * Renew `delayMs` from now (whole ms, rounded down: renewing early is harmless), or with
-   * another lease's batch from halfway there.
-   */
+  /** Renew `delayMs` from now (whole ms), or with another lease's batch from halfway there. */
   private scheduleRenewal(delayMs: number): void {
     const now = monotonicNow();
-    this.renewAt = now + Math.floor(delayMs);
-    this.renewFrom = now + Math.floor(delayMs / 2);
+    this.renewAt = Math.ceil(now + delayMs);
+    this.renewFrom = Math.ceil(now + delayMs / 2);
     this.watch();
   }
 
@@ -289,24 +309,24 @@ export class Lease implements ScheduledLease {
   }
 
   private stopWatching(): void {
-    this.renewAt = undefined;
-    this.renewFrom = Infinity;
+    this.renewAt = NOT_SCHEDULED;
+    this.renewFrom = NOT_SCHEDULED;
     this.scheduler.forget(this);
   }
 
   /** The next renewal, deadline or maxHold, whichever comes first. */
   private nextAt(): number {
     return Math.min(
-      this.renewing ? Infinity : (this.renewAt ?? Infinity),
+      this.renewing || this.renewAt === NOT_SCHEDULED ? Infinity : this.renewAt,
       this.deadline,
-      this.giveUpAt,
+      this.giveUpAt ?? Infinity,
     );
   }
 
   /** @inheritdoc */
   check(now: number, due: ScheduledLease[]): number {
     if (this.state !== 'held') return Infinity;
-    if (now >= this.giveUpAt) {
+    if (this.giveUpAt !== undefined && now >= this.giveUpAt) {
       this.giveUp();
       return Infinity;
     }
@@ -318,9 +338,9 @@ export class Lease implements ScheduledLease {
       );
       return Infinity;
     }
-    if (this.renewAt !== undefined && !this.renewing && now >= this.renewFrom) {
-      this.renewAt = undefined;
-      this.renewFrom = Infinity;
+    if (this.renewAt !== NOT_SCHEDULED && !this.renewing && now >= this.renewFrom) {
+      this.renewAt = NOT_SCHEDULED;
+      this.renewFrom = NOT_SCHEDULED;
       this.renewing = true;
       due.push(this);
     }

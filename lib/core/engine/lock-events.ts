@@ -52,6 +52,35 @@ export class LockEvents {
     }
   }
 
+  /**
+   * Whether anyone listens for `type`. The hot-path reports (acquired, released) build no
+   * event object when nobody does: they count their metrics directly.
+   */
+  listening(type: LockEventName): boolean {
+    const set = this.listeners.get(type);
+    return set !== undefined && set.size > 0;
+  }
+
+  /** Counts a grant after waiting `waitedMs` (what `emit` of `acquired` counts). */
+  countAcquired(backend: string, waitedMs: number): void {
+    const m = this.metricsFor(backend);
+    m.lock_acquired_total++;
+    m.lock_held++;
+    m.lock_wait_seconds.sum += waitedMs / 1000;
+    m.lock_wait_seconds.count++;
+    this.otel?.acquired(backend, waitedMs);
+  }
+
+  /** Counts a lock that ended after `heldMs` (what `emit` of `released` or `lost` counts). */
+  countEnded(backend: string, heldMs: number, lost: boolean): void {
+    const m = this.metricsFor(backend);
+    if (lost) m.lock_lost_total++;
+    m.lock_held = Math.max(0, m.lock_held - 1);
+    m.lock_hold_seconds.sum += heldMs / 1000;
+    m.lock_hold_seconds.count++;
+    this.otel?.ended(backend, heldMs, lost);
+  }
+
   /** Counts an acquisition attempt (emitted as no event: attempts are frequent). */
   attempt(backend: string): void {
     this.metricsFor(backend).lock_acquire_attempts_total++;
@@ -109,22 +138,13 @@ export class LockEvents {
   }
 
   private count(event: LockEvent): void {
-    const m = this.metricsFor(event.backend);
     switch (event.type) {
       case 'acquired':
-        m.lock_acquired_total++;
-        m.lock_held++;
-        m.lock_wait_seconds.sum += (event.waitedMs ?? 0) / 1000;
-        m.lock_wait_seconds.count++;
-        this.otel?.acquired(event.backend, event.waitedMs ?? 0);
+        this.countAcquired(event.backend, event.waitedMs ?? 0);
         break;
       case 'released':
       case 'lost':
-        if (event.type === 'lost') m.lock_lost_total++;
-        m.lock_held = Math.max(0, m.lock_held - 1);
-        m.lock_hold_seconds.sum += (event.heldMs ?? 0) / 1000;
-        m.lock_hold_seconds.count++;
-        this.otel?.ended(event.backend, event.heldMs ?? 0, event.type === 'lost');
+        this.countEnded(event.backend, event.heldMs ?? 0, event.type === 'lost');
         break;
       case 'renewed':
         this.otel?.renewed(event.backend);

@@ -25,7 +25,8 @@ export class LockHandle implements Lock {
   private releasing?: Promise<void>;
   /** Created on first use of `signal` (see `Lease.controller` for why). */
   private controller?: AbortController;
-  private readonly unsubscribe: Array<() => void> = [];
+  /** Detaches this handle from its leases' signals; made with the signal. */
+  private unsubscribe?: Array<() => void>;
   /** A lease already lost when this handle was released: the signal reports that loss. */
   private lostBeforeRelease?: Lease;
 
@@ -36,7 +37,7 @@ export class LockHandle implements Lock {
     readonly backend: string,
   ) {
     this.keys = leases.map((l) => l.info.key);
-    this.key = this.keys.join(',');
+    this.key = leases.length === 1 ? this.keys[0] : this.keys.join(',');
     this.token = leases[0].info.token;
     this.fences = leases.map((l) => l.info.fence);
     this.fence = this.fences[0];
@@ -51,6 +52,7 @@ export class LockHandle implements Lock {
             new LockLostError(this.key, this.backend, 'released'),
         );
       } else {
+        const unsubscribe: Array<() => void> = (this.unsubscribe = []);
         for (const lease of this.leases) {
           if (lease.signal.aborted) {
             controller.abort(lease.signal.reason);
@@ -60,7 +62,7 @@ export class LockHandle implements Lock {
             if (!this.released) controller.abort(lease.signal.reason);
           };
           lease.signal.addEventListener('abort', onAbort, { once: true });
-          this.unsubscribe.push(() => lease.signal.removeEventListener('abort', onAbort));
+          unsubscribe.push(() => lease.signal.removeEventListener('abort', onAbort));
         }
       }
     }
@@ -89,7 +91,7 @@ export class LockHandle implements Lock {
     // Idempotent, and concurrent calls share the one real release.
     if (this.releasing) return this.releasing;
     this.released = true;
-    for (const off of this.unsubscribe) off();
+    if (this.unsubscribe) for (const off of this.unsubscribe) off();
     if (!this.controller) {
       this.lostBeforeRelease = this.leases.find((lease) => lease.state === 'lost');
     } else if (!this.controller.signal.aborted) {

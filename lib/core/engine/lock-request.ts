@@ -36,9 +36,12 @@ export function prepareLockRequest(
   const opts = validateLockOptions(options);
   const backendName = backends.resolve(opts.backend, defaultBackend);
   // Canonical order (by the key the store sees) so two multi-key requests never deadlock.
-  const pairs = list
-    .map((k) => [k, settings.keyPrefix + k] as const)
-    .sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+  const pairs =
+    list.length === 1
+      ? [[list[0], settings.keyPrefix + list[0]] as const]
+      : list
+          .map((k) => [k, settings.keyPrefix + k] as const)
+          .sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
   return {
     backendName,
     backend: backends.get(backendName),

@@ -42,41 +42,87 @@ export function backoffDelay(attempt: number, baseMs = 5, capMs = 250): number {
   return step / 2 + Math.random() * (step / 2);
 }
 
-/** A pending bounded operation (see withTimeout). */
+/**
+ * A pending bounded operation (see withTimeout), linked into the pending list by its own
+ * fields: adding and removing one allocates nothing and never resizes a table (a Set here was
+ * re-hashed as it went from one entry to none and back, once per store call). `prev === this`
+ * marks one taken off.
+ */
 interface Bounded {
   readonly deadline: number;
   readonly background: boolean;
+  prev: Bounded | undefined;
+  next: Bounded | undefined;
   fail(): void;
 }
 
-/** How often pending operations are checked: a timed-out one fails at most this late. */
-const SWEEP_MS = 10;
-const pending = new Set<Bounded>();
+/** Newest pending operation first; every entry is pending (removed when it settles). */
+let head: Bounded | undefined;
 /** Pending operations that keep the process alive (not background). */
 let foreground = 0;
+/**
+ * One timer for every pending operation, armed for the earliest deadline among them (not a
+ * periodic check: a process whose calls wait long, a queued acquisition for instance, would
+ * otherwise wake up every few ms for nothing).
+ */
 let sweeper: NodeJS.Timeout | undefined;
+/** When the armed sweeper fires (`Infinity`: none armed). */
+let wakeAt = Infinity;
+/** Whether the armed sweeper keeps the process alive. */
+let sweeperRefed = false;
 
 function sweep(): void {
   sweeper = undefined;
+  wakeAt = Infinity;
   const now = performance.now();
-  for (const op of pending) if (op.deadline <= now) op.fail();
-  if (pending.size > 0) armSweeper();
+  let next = Infinity;
+  for (let op = head; op;) {
+    const following = op.next;
+    if (op.deadline <= now) op.fail();
+    else if (op.deadline < next) next = op.deadline;
+    op = following;
+  }
+  if (next < Infinity) armSweeper(next);
 }
 
-function armSweeper(): void {
-  sweeper = setTimeout(sweep, SWEEP_MS);
-  if (foreground === 0) sweeper.unref();
+function armSweeper(at: number): void {
+  if (sweeper) clearTimeout(sweeper);
+  wakeAt = at;
+  // Whole ms, rounded up (a timer never fires before its time; one that still finds its
+  // operation not due re-arms for the rest).
+  sweeper = setTimeout(sweep, Math.max(1, Math.ceil(at - performance.now())));
+  sweeperRefed = foreground > 0;
+  if (!sweeperRefed) sweeper.unref();
 }
 
 function track(op: Bounded): void {
-  pending.add(op);
-  if (!op.background && foreground++ === 0) sweeper?.ref();
-  if (!sweeper) armSweeper();
+  op.next = head;
+  if (head) head.prev = op;
+  head = op;
+  if (!op.background && foreground++ === 0 && sweeper && !sweeperRefed) {
+    sweeperRefed = true;
+    sweeper.ref();
+  }
+  if (op.deadline < wakeAt) armSweeper(op.deadline);
 }
 
-function untrack(op: Bounded): void {
-  if (!pending.delete(op)) return;
-  if (!op.background && --foreground === 0) sweeper?.unref();
+/**
+ * Takes a settled operation off the list (once). The sweeper stays armed (it finds nothing due
+ * and re-arms for what is left, or stops); it stops keeping the process alive with the last
+ * foreground operation.
+ */
+function untrack(op: Bounded): boolean {
+  if (op.prev === op) return false; // already taken off
+  if (op.prev) op.prev.next = op.next;
+  else head = op.next;
+  if (op.next) op.next.prev = op.prev;
+  op.prev = op;
+  op.next = undefined;
+  if (!op.background && --foreground === 0 && sweeperRefed) {
+    sweeperRefed = false;
+    sweeper?.unref();
+  }
+  return true;
 }
 
 /** The error of a store call that did not answer in time. */
@@ -93,24 +139,25 @@ export interface TimeoutOptions {
 }
 
 /**
- * Settles like `promise`, or rejects with `onTimeout()` after `ms` (checked every 10 ms, so up
- * to that much later). The underlying operation is not cancelled (stores offer no way to);
- * callers clean up after a late result themselves. One shared sweeper timer serves every
- * pending operation: a timer per store call (two per lock cycle) cost about 6 µs each.
+ * Settles like `promise`, or rejects with `onTimeout()` after `ms`. The underlying operation is
+ * not cancelled (stores offer no way to); callers clean up after a late result themselves. One
+ * shared timer, armed for the earliest deadline, serves every pending operation: a timer per
+ * store call (two per lock cycle) cost about 6 µs each.
  */
 export function withTimeout<T>(
   promise: Promise<T>,
   ms: number,
-  { onTimeout = () => noAnswerError(ms), background = false }: TimeoutOptions = {},
+  options?: TimeoutOptions,
 ): Promise<T> {
   if (!Number.isFinite(ms)) return promise;
   return new Promise<T>((resolve, reject) => {
     const op: Bounded = {
       deadline: performance.now() + Math.min(Math.max(0, ms), MAX_TIMER_MS),
-      background,
+      background: options?.background === true,
+      prev: undefined,
+      next: undefined,
       fail: () => {
-        untrack(op);
-        reject(onTimeout());
+        if (untrack(op)) reject(options?.onTimeout ? options.onTimeout() : noAnswerError(ms));
       },
     };
     track(op);
