@@ -11,6 +11,12 @@ import { Session } from 'node:inspector';
 import Redis from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import type { LockModuleOptions } from '../../lib';
+import {
+  DEFAULT_FENCE_BUCKETS,
+  FENCE_BUCKETS_META,
+  fenceBucket,
+  fenceCounterName,
+} from '../../lib/backends/redis/fence-buckets';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
@@ -48,7 +54,16 @@ async function main(): Promise<void> {
   await client.script('LOAD', RELEASE.source);
   const key = `prof:${process.pid}`;
   const names = redisLockNames(key);
-  const qk = [names.lock, names.fence, names.queue, names.waiters];
+  // The keys and last argument the backend passes (a single node with the default buckets).
+  const qk = [
+    names.lock,
+    fenceCounterName(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
+    names.queue,
+    names.waiters,
+    names.legacyFence,
+    names.arrivals,
+    FENCE_BUCKETS_META,
+  ];
   const ops: Record<string, () => Promise<unknown>> = {
     ours: async () => {
       const lock = await ours.locks.acquire(key);
@@ -56,8 +71,17 @@ async function main(): Promise<void> {
     },
     scripts: async () => {
       const token = newOwnerToken();
-      await client.evalsha(ACQUIRE.sha, 5, ...qk, names.arrivals, token, 30_000, 0, '');
-      await client.evalsha(RELEASE.sha, 4, ...qk, token);
+      await client.evalsha(
+        ACQUIRE.sha,
+        qk.length,
+        ...qk,
+        token,
+        30_000,
+        0,
+        '',
+        DEFAULT_FENCE_BUCKETS,
+      );
+      await client.evalsha(RELEASE.sha, qk.length, ...qk, token, DEFAULT_FENCE_BUCKETS);
     },
     floor: async () => {
       const token = newOwnerToken();

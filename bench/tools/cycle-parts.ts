@@ -10,10 +10,17 @@ import Redis from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { startLocks } from '../harness/nest-locks';
 import { compareInterleaved, pairedRatio, type Variant } from '../harness/rounds';
+import {
+  DEFAULT_FENCE_BUCKETS,
+  FENCE_BUCKETS_META,
+  fenceBucket,
+  fenceCounterName,
+} from '../../lib/backends/redis/fence-buckets';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
 import { Redactor } from '../../lib/core/shared/redactor';
+import type { RedisLikeClient } from '../../lib/backends/redis/redis-client';
 import { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 
 const URL = 'redis://127.0.0.1:6379';
@@ -27,9 +34,23 @@ async function main(): Promise<void> {
   const scripts = new Redis(URL);
   const ours = await startLocks({ backends: { redis: { type: 'redis', url: URL } } });
   const run = randomUUID().slice(0, 8);
-  const backend = new RedisLockBackend(new Redis(URL), true, 'direct', new Redactor());
+  const backend = new RedisLockBackend(
+    new Redis(URL) as unknown as RedisLikeClient,
+    true,
+    'direct',
+    new Redactor(),
+  );
   const names = redisLockNames(`scripts:${run}`);
-  const qk = [names.lock, names.fence, names.queue, names.waiters];
+  // The keys and last argument the backend passes (a single node with the default buckets).
+  const qk = [
+    names.lock,
+    fenceCounterName(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
+    names.queue,
+    names.waiters,
+    names.legacyFence,
+    names.arrivals,
+    FENCE_BUCKETS_META,
+  ];
   await scripts.script('LOAD', ACQUIRE.source);
   await scripts.script('LOAD', RELEASE.source);
   const variants: Variant[] = [
@@ -59,16 +80,16 @@ async function main(): Promise<void> {
         const token = newOwnerToken();
         const r = (await scripts.evalsha(
           ACQUIRE.sha,
-          5,
+          qk.length,
           ...qk,
-          names.arrivals,
           token,
           30_000,
           0,
           '',
+          DEFAULT_FENCE_BUCKETS,
         )) as number[];
         if (r[0] !== 1) throw new Error('busy');
-        await scripts.evalsha(RELEASE.sha, 4, ...qk, token);
+        await scripts.evalsha(RELEASE.sha, qk.length, ...qk, token, DEFAULT_FENCE_BUCKETS);
       },
     },
     {
