@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { hashSlot } from './crc16';
 
 /** The Redis names used for one lock key. */
@@ -29,7 +29,7 @@ export interface RedisLockNames {
 export function redisLockNames(fullKey: string): RedisLockNames {
   let names = recent.get(fullKey);
   if (!names) {
-    const tag = createHash('sha1').update(fullKey).digest('base64url');
+    const tag = tagOf(fullKey);
     const lock = `{${tag}}${fullKey}`;
     names = {
       lock,
@@ -43,6 +43,25 @@ export function redisLockNames(fullKey: string): RedisLockNames {
     recent.set(fullKey, names);
   }
   return names;
+}
+
+/**
+ * Just the lock's name and slot, for batched renewals: tens of thousands of held keys a tick
+ * would only churn the small cache of recent keys, and building all of a key's names each time
+ * was the largest share of a renewal tick's CPU. (`slot` only when asked: a Cluster groups by it.)
+ */
+export function lockNameOf(fullKey: string): string {
+  return recent.get(fullKey)?.lock ?? `{${tagOf(fullKey)}}${fullKey}`;
+}
+
+/** The slot of a lock name made by {@link lockNameOf} (CRC16 of its hash tag). */
+export function slotOfLockName(lock: string): number {
+  return hashSlot(lock.slice(1, lock.indexOf('}')));
+}
+
+/** The hash tag of a key: a SHA-1 of it (one-shot `crypto.hash`, cheaper than a Hash object). */
+function tagOf(fullKey: string): string {
+  return hash('sha1', fullKey, 'base64url');
 }
 
 /**

@@ -161,7 +161,7 @@ return 0
 export const EXTEND_BATCH = 1_000;
 
 /**
- * KEYS: n locks · ARGV: n tokens, then n ttls (ms). Renews each lock only if its own token
+ * KEYS: n locks · ARGV: n tokens, then n ttls (ms), or one ttl for all. Renews each lock only if its own token
  * holds it: per key, in order, 1 (renewed), 0 (not ours), or the error its key got as a string
  * (a key of another type: that lease fails alone, not the whole batch). One call renews a whole
  * batch of leases (on a Cluster, those of one slot).
@@ -169,12 +169,14 @@ export const EXTEND_BATCH = 1_000;
 export const EXTEND_MANY = script(`${HOLDER_LUA}
 local n = #KEYS
 local renewed = {}
+-- One ttl for all (the common case: one ttl per service) or one per key.
+local shared = #ARGV == n + 1
 for i = 1, n do
   local current = redis.pcall('get', KEYS[i])
   if type(current) == 'table' and current.err then
     renewed[i] = current.err
   elseif owns(current, ARGV[i]) then
-    renewed[i] = redis.call('pexpire', KEYS[i], ARGV[n + i])
+    renewed[i] = redis.call('pexpire', KEYS[i], shared and ARGV[n + 1] or ARGV[n + i])
   else
     renewed[i] = 0
   end

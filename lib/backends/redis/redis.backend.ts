@@ -26,7 +26,13 @@ import {
   fenceBucket,
   fenceCounterName,
 } from './fence-buckets';
-import { legacyFenceOwner, redisLockNames, type RedisLockNames } from './redis-keys';
+import {
+  legacyFenceOwner,
+  lockNameOf,
+  redisLockNames,
+  type RedisLockNames,
+  slotOfLockName,
+} from './redis-keys';
 import {
   ACQUIRE,
   CARRY_LEGACY,
@@ -256,8 +262,9 @@ export class RedisLockBackend implements LockBackend {
     if (requests.length === 0) return [];
     const cluster = this.#buckets === undefined;
     const bySlot = new Map<number, number[]>();
-    requests.forEach(({ key }, i) => {
-      const slot = cluster ? redisLockNames(key).slot : 0;
+    const locks = requests.map(({ key }) => lockNameOf(key));
+    locks.forEach((lock, i) => {
+      const slot = cluster ? slotOfLockName(lock) : 0;
       const indices = bySlot.get(slot);
       if (indices) indices.push(i);
       else bySlot.set(slot, [i]);
@@ -269,8 +276,8 @@ export class RedisLockBackend implements LockBackend {
       for (let at = 0; at < indices.length; at += EXTEND_BATCH) {
         const part = indices.slice(at, at + EXTEND_BATCH);
         const call: ScriptCall = {
-          keys: part.map((i) => redisLockNames(requests[i].key).lock),
-          args: [...part.map((i) => requests[i].token), ...part.map((i) => requests[i].ttlMs)],
+          keys: part.map((i) => locks[i]),
+          args: batchArgs(requests, part),
         };
         const calls = byNode.get(node);
         if (calls) calls.push({ call, indices: part });
@@ -567,4 +574,19 @@ export class RedisLockBackend implements LockBackend {
 export function untilLeaseEnds(leaseLeftMs: number, fallbackMs: number): number {
   // PTTL rounds down and the key lives through its last millisecond: one more ms and it is gone.
   return leaseLeftMs >= 0 ? leaseLeftMs + 1 : fallbackMs;
+}
+
+/**
+ * A renewal batch's ARGV: the tokens, then the ttl once when all share it (the usual case; a
+ * hundred thousand ttls written out a tick were a visible share of its CPU), else one per key.
+ */
+function batchArgs(
+  requests: readonly GrantRequest[],
+  part: readonly number[],
+): (string | number)[] {
+  const args: (string | number)[] = part.map((i) => requests[i].token);
+  const ttl = requests[part[0]].ttlMs;
+  if (part.every((i) => requests[i].ttlMs === ttl)) args.push(ttl);
+  else for (const i of part) args.push(requests[i].ttlMs);
+  return args;
 }
