@@ -66,6 +66,8 @@ describe('LockHealthIndicator (terminus) over real stores', () => {
             dataSourceOptions: dataSourceOptions('postgres', { poolSize: 2 }),
             strategy: 'table',
             tableName: table,
+            // A working backend: its table exists (a missing lock table is reported down).
+            createTable: true,
           },
           local: { type: 'memory' },
         },

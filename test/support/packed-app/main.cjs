@@ -80,6 +80,8 @@ async function runRedis() {
       return lock.fence;
     });
     await inside.promise;
+    // The held lock lives in Redis under our prefix...
+    const heldKeys = await redisKeysWithPrefix(false);
     const withLockBusyTry = await locks.tryAcquire('stock:sku-1');
     release.resolve();
     const withLockFence = await scoped;
@@ -93,16 +95,18 @@ async function runRedis() {
       fences: [locked.fence, withLockFence, secondFence],
       withLockBusyTryRefused: withLockBusyTry === null,
       freeAfter,
-      // Proof the state lives in Redis under our prefix (and lets the test clean it up).
-      redisKeys: await redisKeysWithPrefix(),
+      heldKeys,
+      // ...and nothing is left under it once released (fence counters are shared buckets, not
+      // one key per lock key); deletes any leftover for the test.
+      redisKeys: await redisKeysWithPrefix(true),
     };
   } finally {
     await app.close();
   }
 }
 
-/** Keys under this run's prefix, listed and then deleted with the app's own ioredis. */
-async function redisKeysWithPrefix() {
+/** Keys under this run's prefix, listed (and with `remove`, deleted) with the app's own ioredis. */
+async function redisKeysWithPrefix(remove) {
   const Redis = require('ioredis');
   const redis = new Redis(arg, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
@@ -114,7 +118,7 @@ async function redisKeysWithPrefix() {
       cursor = next;
       keys.push(...batch);
     } while (cursor !== '0');
-    if (keys.length > 0) await redis.del(...keys);
+    if (remove && keys.length > 0) await redis.del(...keys);
     return keys.length;
   } finally {
     redis.disconnect();
