@@ -1,0 +1,116 @@
+/**
+ * The scale suite's holder process (forked by harness/held.ts with --expose-gc): takes `n`
+ * distinct locks with ttl 3 s and autoRenew, then sits still while the watchdog renews them, so
+ * its CPU time over the steady window is exactly what holding them costs the client. A process
+ * of its own: the runner's probes, IPC and earlier suites' garbage stay out of its figures.
+ */
+import type { Lock } from '../../lib';
+import { sleepMs } from './clock';
+import { startLocks } from './nest-locks';
+import { scaleModuleOptions, type ScaleStore } from './scale-store';
+import { StatementCounter } from './statement-counter';
+
+/** The holder's orders, passed as JSON in argv[2]. */
+export interface HeldOrders {
+  store: ScaleStore;
+  keyPrefix: string;
+  /** Locks to hold at once. */
+  n: number;
+  ttlMs: number;
+}
+
+/** Messages to the runner. */
+export type HeldMessage =
+  | {
+      type: 'held';
+      /** Heap growth per held lock after a forced GC, bytes. */
+      heapPerLockBytes: number;
+      /** Time taken to acquire all `n`, ms. */
+      acquireMs: number;
+    }
+  | {
+      type: 'done';
+      windowMs: number;
+      /** Process CPU time (user + system) over the window, ms. */
+      cpuMs: number;
+      /** PostgreSQL: statements sent over the window; else null. */
+      statements: number | null;
+      /** Locks lost since they were taken (the figures are void if any). */
+      lost: number;
+      /** Locks still held at the end of the window. */
+      stillHeld: number;
+    }
+  | { type: 'failed'; error: string };
+
+/** Messages from the runner. */
+export type HeldCommand = { type: 'go'; windowMs: number };
+
+/** Acquisitions in flight while taking the `n` locks (enough to keep the store busy). */
+const ACQUIRE_CONCURRENCY = 200;
+
+function collectGarbage(): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('the holder needs --expose-gc');
+  // Twice: the first pass can leave objects whose finalization frees more.
+  gc();
+  gc();
+}
+
+async function main(): Promise<void> {
+  const orders = JSON.parse(process.argv[2]) as HeldOrders;
+  const send = (message: HeldMessage): void => void process.send?.(message);
+  const counter = orders.store.kind === 'postgres' ? new StatementCounter() : undefined;
+  const app = await startLocks(
+    scaleModuleOptions(
+      orders.store,
+      { ttl: orders.ttlMs, autoRenew: true, waitTimeout: 0 },
+      orders.keyPrefix,
+      counter,
+    ),
+  );
+  const { locks } = app;
+  try {
+    // Connections, table and JIT warmed first, so the heap baseline has them already.
+    for (let i = 0; i < 200; i++) await (await locks.acquire(`warm-${i % 20}`)).release();
+    collectGarbage();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const started = performance.now();
+    // Held the way an application holds them: it keeps each handle to release it later.
+    const held: Lock[] = new Array<Lock>(orders.n);
+    let next = 0;
+    const taker = async (): Promise<void> => {
+      for (let i = next++; i < orders.n; i = next++) held[i] = await locks.acquire(`held-${i}`);
+    };
+    await Promise.all(Array.from({ length: ACQUIRE_CONCURRENCY }, taker));
+    const acquireMs = performance.now() - started;
+    collectGarbage();
+    const heapPerLockBytes = (process.memoryUsage().heapUsed - heapBefore) / orders.n;
+    const go = new Promise<HeldCommand>((resolve) => process.once('message', resolve));
+    send({ type: 'held', heapPerLockBytes, acquireMs });
+    const { windowMs } = await go;
+
+    const statementsBefore = counter?.count ?? 0;
+    const cpuBefore = process.cpuUsage();
+    const windowStart = performance.now();
+    await sleepMs(windowMs);
+    const cpu = process.cpuUsage(cpuBefore);
+    const measuredMs = performance.now() - windowStart;
+    send({
+      type: 'done',
+      windowMs: measuredMs,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      statements: counter ? counter.count - statementsBefore : null,
+      lost: locks.getMetrics().store.lock_lost_total,
+      stillHeld: held.filter((lock) => lock.isHeld()).length,
+    });
+  } catch (err) {
+    send({
+      type: 'failed',
+      error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+    });
+  }
+  // The runner kills this process: releasing 100k locks one by one would only cost time, and
+  // the store is the suite's own (dropped or stopped afterwards).
+}
+
+void main();

@@ -1,0 +1,72 @@
+/**
+ * One process of a scale-suite waiters run (forked by harness/waiters.ts): `loops` concurrent
+ * waiters on one shared key, each taking it, holding it `holdMs`, releasing, and asking again
+ * at once, every section timed on the machine-wide monotonic clock.
+ */
+import { machineNowMs, sleepMs } from './clock';
+import type { Section } from './contended-worker';
+import { startLocks } from './nest-locks';
+import { scaleModuleOptions, type ScaleStore } from './scale-store';
+
+/** The worker's orders, passed as JSON in argv[2]. */
+export interface WaitersOrders {
+  store: ScaleStore;
+  keyPrefix: string;
+  key: string;
+  /** Concurrent waiters in this process. */
+  loops: number;
+  holdMs: number;
+}
+
+/** Messages to the runner; `sections[i]` are waiter i's. */
+export type WaitersMessage =
+  { type: 'ready' } | { type: 'done'; sections: Section[][] } | { type: 'failed'; error: string };
+
+/** Messages from the runner. */
+export type WaitersCommand = { type: 'go'; endAt: number };
+
+/** Long enough that no waiter gives up while 1,000 take turns before it. */
+const WAIT_MS = 300_000;
+
+async function main(): Promise<void> {
+  const orders = JSON.parse(process.argv[2]) as WaitersOrders;
+  const send = (message: WaitersMessage): void => void process.send?.(message);
+  const app = await startLocks(
+    scaleModuleOptions(orders.store, { waitTimeout: WAIT_MS, ttl: 30_000 }, orders.keyPrefix),
+  );
+  try {
+    // Connections, subscriptions and JIT warmed on a key of our own before the clock starts.
+    for (let i = 0; i < 20; i++)
+      await (await app.locks.acquire(`${orders.key}-warm-${process.pid}`)).release();
+    const go = new Promise<WaitersCommand>((resolve) => process.once('message', resolve));
+    send({ type: 'ready' });
+    const { endAt } = await go;
+    const waiter = async (): Promise<Section[]> => {
+      const sections: Section[] = [];
+      while (machineNowMs() < endAt) {
+        const requestAt = machineNowMs();
+        const lock = await app.locks.acquire(orders.key);
+        const grantAt = machineNowMs();
+        await sleepMs(orders.holdMs);
+        const releaseAt = machineNowMs();
+        await lock.release();
+        sections.push([requestAt, grantAt, releaseAt, machineNowMs()]);
+      }
+      return sections;
+    };
+    send({
+      type: 'done',
+      sections: await Promise.all(Array.from({ length: orders.loops }, waiter)),
+    });
+  } catch (err) {
+    send({
+      type: 'failed',
+      error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+    });
+  } finally {
+    await app.close();
+    process.disconnect?.();
+  }
+}
+
+void main();
