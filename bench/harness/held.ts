@@ -22,6 +22,8 @@ export interface HeldResult {
   heapPerLockBytes: number;
   /** Locks lost between their grant and the window's end: the figures only count when 0. */
   lost: number;
+  /** Acquisitions that failed (the store did not answer in time): figures only count at 0. */
+  notAcquired: number;
   windowMs: number;
 }
 
@@ -67,8 +69,10 @@ export async function runHeld(
       commandsBefore !== undefined && commandsAfter !== undefined
         ? (commandsAfter - commandsBefore) / seconds
         : null;
-    if (done.stillHeld + done.lost !== n) {
-      throw new Error(`held ${store.kind} ${n}: ${done.stillHeld} held + ${done.lost} lost ≠ ${n}`);
+    if (done.stillHeld + done.lost + held.notAcquired !== n) {
+      throw new Error(
+        `held ${store.kind} ${n}: ${done.stillHeld} held + ${done.lost} lost + ${held.notAcquired} not acquired ≠ ${n}`,
+      );
     }
     return {
       store: store.kind,
@@ -79,6 +83,7 @@ export async function runHeld(
       cpuPercent: (100 * done.cpuMs) / done.windowMs,
       heapPerLockBytes: held.heapPerLockBytes,
       lost: done.lost,
+      notAcquired: held.notAcquired,
       windowMs: done.windowMs,
     };
   } finally {

@@ -159,7 +159,7 @@ function heldTable(results: readonly HeldResult[], windowMs: number): BenchTable
       'client CPU (% of a core)',
       'heap per lock (bytes)',
       'acquire all (s)',
-      'lost',
+      'lost / not acquired',
     ],
     rows: results.map((r) => [
       STORE_LABELS[r.store],
@@ -169,7 +169,7 @@ function heldTable(results: readonly HeldResult[], windowMs: number): BenchTable
       fmt(r.cpuPercent),
       fmt(r.heapPerLockBytes),
       fmt(r.acquireMs / 1000),
-      String(r.lost),
+      `${r.lost} / ${r.notAcquired}`,
     ]),
     note:
       'The holder is a process of its own that takes the locks and then sits still, so its CPU ' +
@@ -181,7 +181,9 @@ function heldTable(results: readonly HeldResult[], windowMs: number): BenchTable
       'all held, less heapUsed before the first, over the number held (the handles the holder ' +
       'keeps included; on memory the store’s own entries too). The window starts a third of the ' +
       'ttl after the last grant, when renewals run at their steady pace. Lost: locks lost ' +
-      'between their grant and the window’s end (figures only count at 0).',
+      'between their grant and the window’s end; not acquired: acquisitions that timed out ' +
+      '(the store did not keep up); the figures only count when both are 0. Heap per lock is ' +
+      'over the locks acquired.',
   };
 }
 
@@ -254,8 +256,9 @@ function keysTable(results: readonly DistinctKeysResult[]): BenchTable {
 function heldTargets(results: readonly HeldResult[]): TargetCheck[] {
   const redis = (n: number): HeldResult | undefined =>
     results.find((r) => r.store === 'redis' && r.n === n);
-  // A lost lock voids the figures: the target then reads n/a and is missed.
-  const figure = (r: HeldResult, value: number): number => (r.lost === 0 ? value : NaN);
+  // A lost or unacquired lock voids the figures: the target then reads n/a and is missed.
+  const figure = (r: HeldResult, value: number): number =>
+    r.lost === 0 && r.notAcquired === 0 ? value : NaN;
   const targets: TargetCheck[] = [];
   const tenK = redis(10_000);
   if (tenK) {

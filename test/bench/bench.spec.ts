@@ -129,6 +129,7 @@ function expectScaleFigures(suite: SuiteResult): void {
   ]);
   for (const r of held) {
     expect(r.lost).toBe(0);
+    expect(r.notAcquired).toBe(0);
     expect(r.cpuPercent).toBeGreaterThan(0);
     expect(Number.isFinite(r.heapPerLockBytes)).toBe(true);
     // Memory has no store to call; Redis and PostgreSQL renew each lock about every second.
