@@ -33,8 +33,10 @@ export function forkWorker<M extends { type: string }>(
     inbox.push(message);
     wake?.();
   });
+  // 'close', not 'exit': a worker that sends a large message and exits at once can be seen to
+  // exit before that message is delivered; 'close' comes after its IPC channel is drained.
   const gone = new Promise<void>((resolve) =>
-    child.once('exit', (code, signal) => {
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
       exited = `exited (${code ?? signal})`;
       wake?.();
       resolve();
