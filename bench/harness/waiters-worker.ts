@@ -30,7 +30,12 @@ const WAIT_MS = 300_000;
 
 async function main(): Promise<void> {
   const orders = JSON.parse(process.argv[2]) as WaitersOrders;
-  const send = (message: WaitersMessage): void => void process.send?.(message);
+  // Resolves once the message is handed to the IPC channel: disconnecting before that loses a
+  // large one (a lone waiter's 10,000 sections).
+  const send = (message: WaitersMessage): Promise<void> =>
+    new Promise((resolve) => {
+      if (!process.send?.(message, undefined, {}, () => resolve())) resolve();
+    });
   const app = await startLocks(
     scaleModuleOptions(orders.store, { waitTimeout: WAIT_MS, ttl: 30_000 }, orders.keyPrefix),
   );
@@ -39,7 +44,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < 20; i++)
       await (await app.locks.acquire(`${orders.key}-warm-${process.pid}`)).release();
     const go = new Promise<WaitersCommand>((resolve) => process.once('message', resolve));
-    send({ type: 'ready' });
+    await send({ type: 'ready' });
     const { endAt } = await go;
     const waiter = async (): Promise<Section[]> => {
       const sections: Section[] = [];
@@ -54,12 +59,12 @@ async function main(): Promise<void> {
       }
       return sections;
     };
-    send({
+    await send({
       type: 'done',
       sections: await Promise.all(Array.from({ length: orders.loops }, waiter)),
     });
   } catch (err) {
-    send({
+    await send({
       type: 'failed',
       error: err instanceof Error ? (err.stack ?? err.message) : String(err),
     });
