@@ -103,7 +103,9 @@ async function main(): Promise<void> {
     const acquireMs = performance.now() - started;
     collectGarbage();
     const heapPerLockBytes = (process.memoryUsage().heapUsed - heapBefore) / held.length;
-    const go = new Promise<HeldCommand>((resolve) => process.once('message', resolve));
+    // process.on, never once: with no 'message' listener left Node unrefs the IPC channel, and
+    // a last message still being written (a large one) dies with a process whose loop emptied.
+    const go = new Promise<HeldCommand>((resolve) => process.on('message', resolve));
     send({ type: 'held', heapPerLockBytes, acquireMs, notAcquired });
     const { windowMs } = await go;
 

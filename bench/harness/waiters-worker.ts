@@ -30,11 +30,12 @@ const WAIT_MS = 300_000;
 
 async function main(): Promise<void> {
   const orders = JSON.parse(process.argv[2]) as WaitersOrders;
-  // Resolves once the message is handed to the IPC channel: disconnecting before that loses a
-  // large one (a lone waiter's 10,000 sections).
+  // Resolves once the message is written (its callback; send's `false` only means it is queued):
+  // disconnecting before that loses a large one (a lone waiter's 10,000 sections).
   const send = (message: WaitersMessage): Promise<void> =>
     new Promise((resolve) => {
-      if (!process.send?.(message, undefined, {}, () => resolve())) resolve();
+      if (!process.send) return resolve();
+      process.send(message, undefined, {}, () => resolve());
     });
   const app = await startLocks(
     scaleModuleOptions(orders.store, { waitTimeout: WAIT_MS, ttl: 30_000 }, orders.keyPrefix),
@@ -43,7 +44,9 @@ async function main(): Promise<void> {
     // Connections, subscriptions and JIT warmed on a key of our own before the clock starts.
     for (let i = 0; i < 20; i++)
       await (await app.locks.acquire(`${orders.key}-warm-${process.pid}`)).release();
-    const go = new Promise<WaitersCommand>((resolve) => process.once('message', resolve));
+    // process.on, never once: with no 'message' listener left Node unrefs the IPC channel, and
+    // a last message still being written (a large one) dies with a process whose loop emptied.
+    const go = new Promise<WaitersCommand>((resolve) => process.on('message', resolve));
     await send({ type: 'ready' });
     const { endAt } = await go;
     const waiter = async (): Promise<Section[]> => {
