@@ -100,6 +100,8 @@ export function target(
 
 /** A target's number with its unit: "0.93×", "36.1 ms", "4.2%", "60 calls/s", "512 B". */
 export function withUnit(value: number, unit: TargetCheck['unit']): string {
+  // A figure voided by its run (locks lost), or null once read back from JSON.
+  if (!Number.isFinite(value)) return 'n/a';
   if (unit === 'x') return `${fmt(value)}×`;
   if (unit === '%') return `${fmt(value)}%`;
   return `${fmt(value)} ${unit}`;
