@@ -1,10 +1,12 @@
 /**
- * `npm run bench [-- --profile quick|full|smoke] [--only id,id] [--out dir] [--no-readme]
- * [--render]`: runs the suites side by side with their peers, prints the tables, writes
- * `<out>/latest.json` + `latest.md` + `charts/*.svg` (out = bench/results) and regenerates the
- * README's benchmark section. `--only` writes `partial.*` and `partial-charts/` instead and
- * leaves the README alone; `--render` re-renders everything from `latest.json` without
- * measuring.
+ * `npm run bench [-- --profile quick|full|smoke] [--only id,id [--merge]] [--out dir]
+ * [--no-readme] [--render]`: runs the suites side by side with their peers, prints the tables,
+ * writes `<out>/latest.json` + `latest.md` + `charts/*.svg` (out = bench/results) and
+ * regenerates the README's benchmark section. `--only` writes `partial.*` and `partial-charts/`
+ * instead and leaves the README alone, unless `--merge`: then the suites measured replace
+ * theirs in `latest.json` (same profile only), each marked with its own date, and everything
+ * is re-rendered as for a whole run. `--render` re-renders everything from `latest.json`
+ * without measuring.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,6 +22,7 @@ import { decoratorSuite } from './suites/decorator';
 import { redisContendedSuite } from './suites/redis-contended';
 import { redisCycleSuite } from './suites/redis-cycle';
 import { sampleAppSuite } from './suites/sample-app';
+import { scaleSuite } from './suites/scale';
 import { zookeeperSuite } from './suites/zookeeper';
 
 const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
@@ -29,6 +32,7 @@ const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
   databases: databasesSuite,
   decorator: decoratorSuite,
   'sample-app': sampleAppSuite,
+  scale: scaleSuite,
 };
 
 interface Args {
@@ -37,6 +41,7 @@ interface Args {
   out: string;
   readme: boolean;
   render: boolean;
+  merge: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -45,6 +50,7 @@ function parseArgs(argv: string[]): Args {
     out: join(process.cwd(), 'bench/results'),
     readme: true,
     render: false,
+    merge: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const value = (): string => {
@@ -76,10 +82,14 @@ function parseArgs(argv: string[]): Args {
       case '--render':
         args.render = true;
         break;
+      case '--merge':
+        args.merge = true;
+        break;
       default:
         throw new Error(`unknown argument "${argv[i]}"`);
     }
   }
+  if (args.merge && !args.only) throw new Error('--merge needs --only');
   return args;
 }
 
@@ -122,16 +132,46 @@ async function write(run: BenchRun, args: Args, name: string): Promise<void> {
   console.log(`wrote ${join(args.out, `${name}.json`)}, ${name}.md and ${charts}/`);
 }
 
+function readLatest(args: Args): BenchRun {
+  return JSON.parse(readFileSync(join(args.out, 'latest.json'), 'utf8')) as BenchRun;
+}
+
+/**
+ * `latest` with the suites of `partial` in place of its own (or added, in the runner's order),
+ * each carrying the date it was measured: a suite rerun alone, without the long full profile of
+ * every other.
+ */
+function merge(latest: BenchRun, partial: BenchRun): BenchRun {
+  if (latest.profile !== partial.profile) {
+    throw new Error(
+      `--merge: latest.json is profile ${latest.profile}, this run ${partial.profile}`,
+    );
+  }
+  const fresh = new Map(
+    partial.suites.map((s) => [s.id, { ...s, measuredAt: partial.startedAt }] as const),
+  );
+  const replaced = latest.suites.filter((s) => fresh.has(s.id));
+  const suites = Object.keys(SUITES).flatMap((id) => {
+    const suite = fresh.get(id) ?? latest.suites.find((s) => s.id === id);
+    return suite ? [suite] : [];
+  });
+  const seconds =
+    latest.seconds -
+    replaced.reduce((sum, s) => sum + s.seconds, 0) +
+    partial.suites.reduce((sum, s) => sum + s.seconds, 0);
+  return { ...latest, seconds, suites };
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   if (args.render) {
-    const run = JSON.parse(readFileSync(join(args.out, 'latest.json'), 'utf8')) as BenchRun;
-    await write(run, args, 'latest');
+    await write(readLatest(args), args, 'latest');
     return;
   }
   const run = await measure(args);
   console.log(`\n${markdownTable(targetsTable(run))}`);
-  await write(run, args, args.only ? 'partial' : 'latest');
+  if (args.merge) await write(merge(readLatest(args), run), args, 'latest');
+  else await write(run, args, args.only ? 'partial' : 'latest');
   console.log(`bench: ${run.seconds.toFixed(0)} s`);
 }
 

@@ -10,6 +10,39 @@ export interface Profile {
   contendedMs: number;
   /** Orders per sample-app run. */
   orders: number;
+  /** The scale suite's sizes and windows (issue 18, item 5). */
+  scale: ScaleProfile;
+}
+
+/** How far the scale suite goes: the sizes it measures, and how long it watches each. */
+export interface ScaleProfile {
+  /** Locks held at once on Redis and memory. */
+  held: number[];
+  /** Locks held at once on the PostgreSQL table strategy (each renewal is a committed UPDATE). */
+  heldSql: number[];
+  /** Steady window measured after all locks are held, ms. */
+  heldWindowMs: number;
+  /** Concurrent waiters on one key. */
+  waiters: number[];
+  /** Length of one waiters run, ms (the first 10% is left out as ramp-up). */
+  waitersMs: number;
+  /** Distinct keys each locked and released once. */
+  keys: number[];
+}
+
+/**
+ * The scale suite's tiny version (quick and smoke): 1k held locks, 10 waiters, 1k keys, each
+ * watched for `windowMs`.
+ */
+function smallScale(windowMs: number): ScaleProfile {
+  return {
+    held: [1_000],
+    heldSql: [1_000],
+    heldWindowMs: windowMs,
+    waiters: [10],
+    waitersMs: windowMs,
+    keys: [1_000],
+  };
 }
 
 /**
@@ -17,7 +50,15 @@ export interface Profile {
  * `smoke` only proves every suite still runs (the test suite uses it; its figures mean nothing).
  */
 export const PROFILES: Record<Profile['name'], Profile> = {
-  quick: { name: 'quick', rounds: 3, roundMs: 500, warmupMs: 250, contendedMs: 3_000, orders: 300 },
+  quick: {
+    name: 'quick',
+    rounds: 3,
+    roundMs: 500,
+    warmupMs: 250,
+    contendedMs: 3_000,
+    orders: 300,
+    scale: smallScale(3_000),
+  },
   full: {
     name: 'full',
     rounds: 9,
@@ -25,6 +66,22 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     warmupMs: 1_000,
     contendedMs: 10_000,
     orders: 1_500,
+    scale: {
+      held: [1_000, 10_000, 100_000],
+      heldSql: [1_000, 10_000],
+      heldWindowMs: 10_000,
+      waiters: [1, 10, 100, 1_000],
+      waitersMs: 10_000,
+      keys: [1_000, 100_000],
+    },
   },
-  smoke: { name: 'smoke', rounds: 1, roundMs: 100, warmupMs: 50, contendedMs: 500, orders: 40 },
+  smoke: {
+    name: 'smoke',
+    rounds: 1,
+    roundMs: 100,
+    warmupMs: 50,
+    contendedMs: 500,
+    orders: 40,
+    scale: smallScale(1_000),
+  },
 };

@@ -16,27 +16,43 @@ export interface TargetCheck {
   target: number;
   /** `>=`: measured must reach the target; `<=`: must stay under it. */
   comparison: '>=' | '<=';
-  /** How the numbers read: a ratio (`x`), milliseconds or a percentage. */
-  unit: 'x' | 'ms' | '%';
+  /**
+   * How the numbers read: a ratio (`x`), milliseconds, a percentage (of one CPU core for the
+   * scale suite), store calls per second, or bytes.
+   */
+  unit: 'x' | 'ms' | '%' | 'calls/s' | 'B';
   met: boolean;
 }
 
-/** One bar in a chart. */
+/** One bar in a chart, or one point of a growth chart's line. */
 export interface ChartPoint {
-  /** Bar label (x axis). */
+  /** Bar label (x axis); in a growth chart, the amount of work as printed (e.g. "10k"). */
   label: string;
-  /** Colour group (e.g. "ours", "peer", "floor"). */
+  /** Colour group (e.g. "ours", "peer", "floor"); in a growth chart, one line per group. */
   group: string;
   value: number;
+  /** Growth charts only: the amount of work (held locks, waiters, keys) on the x axis. */
+  x?: number;
 }
 
-/** A bar chart, rendered to SVG by the report (vega-lite). */
+/**
+ * A chart, rendered to SVG by the report (vega-lite): bars by default; with `growth`, one line
+ * per group of how a cost grows with the amount of work (log-scaled x, as the sizes go by
+ * factors of 10).
+ */
 export interface ChartSpec {
   id: string;
   title: string;
   /** Axis title of the values, with its unit. */
   valueTitle: string;
   points: ChartPoint[];
+  /** Draw lines of `value` against each point's `x` instead of bars. */
+  growth?: {
+    /** Axis title of the amount of work. */
+    xTitle: string;
+    /** Log-scale the values too (costs spanning several factors of 10). */
+    logValues?: boolean;
+  };
 }
 
 /** What one suite produced. */
@@ -50,6 +66,11 @@ export interface SuiteResult {
   data: Record<string, unknown>;
   /** Seconds the suite took. */
   seconds: number;
+  /**
+   * ISO date and time the suite was measured, when it was rerun alone and merged into the run
+   * (`--only id --merge`); absent: measured with the run.
+   */
+  measuredAt?: string;
 }
 
 /** A whole `npm run bench` run. */
@@ -75,6 +96,15 @@ export function target(
 ): TargetCheck {
   const met = comparison === '>=' ? measured >= goal : measured <= goal;
   return { id, label, measured, target: goal, comparison, unit, met };
+}
+
+/** A target's number with its unit: "0.93×", "36.1 ms", "4.2%", "60 calls/s", "512 B". */
+export function withUnit(value: number, unit: TargetCheck['unit']): string {
+  // A figure voided by its run (locks lost), or null once read back from JSON.
+  if (!Number.isFinite(value)) return 'n/a';
+  if (unit === 'x') return `${fmt(value)}×`;
+  if (unit === '%') return `${fmt(value)}%`;
+  return `${fmt(value)} ${unit}`;
 }
 
 /** Fixed-precision number for a table cell (3 significant digits below 100, integers above). */

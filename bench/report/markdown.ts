@@ -1,5 +1,5 @@
-import type { BenchRun, BenchTable, TargetCheck } from '../harness/result';
-import { fmt } from '../harness/result';
+import type { BenchRun, BenchTable, SuiteResult } from '../harness/result';
+import { withUnit } from '../harness/result';
 
 /** A GitHub markdown table (cells escaped for pipes). */
 export function markdownTable(table: BenchTable): string {
@@ -12,24 +12,27 @@ export function markdownTable(table: BenchTable): string {
   return lines.join('\n');
 }
 
-/** "0.93x ≥ 0.9x" style rendering of a target's numbers. */
-function targetNumber(value: number, unit: TargetCheck['unit']): string {
-  return unit === 'x' ? `${fmt(value)}×` : unit === 'ms' ? `${fmt(value)} ms` : `${fmt(value)}%`;
-}
-
 /** Every target of the run: measured, goal, met. */
 export function targetsTable(run: BenchRun): BenchTable {
   const targets = run.suites.flatMap((s) => s.targets);
   return {
-    title: 'Targets (issue 8)',
+    title: 'Targets (issues 8 and 18)',
     columns: ['Target', 'Measured', 'Goal', 'Met'],
     rows: targets.map((t) => [
       t.label,
-      targetNumber(t.measured, t.unit),
-      `${t.comparison} ${targetNumber(t.target, t.unit)}`,
+      withUnit(t.measured, t.unit),
+      `${t.comparison} ${withUnit(t.target, t.unit)}`,
       t.met ? 'yes' : '**no**',
     ]),
   };
+}
+
+/** Says when a suite rerun alone and merged into the run was measured. */
+export function mergedLine(suite: SuiteResult): string {
+  return (
+    `Measured on ${suite.measuredAt?.slice(0, 10)}, alone (\`--only ${suite.id} --merge\`), ` +
+    `same profile, same machine; ${Math.round(suite.seconds)} s.`
+  );
 }
 
 /** One line naming the run: profile, machine, date, servers. */
@@ -60,6 +63,7 @@ export function renderReport(run: BenchRun, chartDir = 'charts'): string {
   ];
   for (const suite of run.suites) {
     parts.push('', `## ${suite.title}`);
+    if (suite.measuredAt) parts.push('', mergedLine(suite));
     for (const table of suite.tables) {
       parts.push('', `### ${table.title}`, '', markdownTable(table));
       if (table.note) parts.push('', table.note);

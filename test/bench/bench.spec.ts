@@ -8,7 +8,10 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { BenchRun } from '../../bench/harness/result';
+import type { DistinctKeysResult } from '../../bench/harness/distinct-keys';
+import type { HeldResult } from '../../bench/harness/held';
+import type { BenchRun, SuiteResult } from '../../bench/harness/result';
+import type { WaitersResult } from '../../bench/harness/waiters';
 import { readmeBlock, renderReadmeBlock } from '../../bench/report/readme';
 
 const SUITES = [
@@ -18,6 +21,15 @@ const SUITES = [
   'databases',
   'decorator',
   'sample-app',
+  'scale',
+];
+
+/** The scale suite's targets: measured only where the profile reaches 10k and 100k held locks. */
+const SCALE_TARGETS = [
+  'scale-held-10k-calls',
+  'scale-held-10k-cpu',
+  'scale-held-100k-cpu',
+  'scale-held-100k-heap',
 ];
 
 function runBench(args: string[]): Promise<{ code: number | null; output: string }> {
@@ -43,6 +55,9 @@ describe('npm run bench', () => {
     for (const chart of run.suites.flatMap((s) => s.charts)) {
       expect(existsSync(`bench/results/charts/${chart.id}.svg`)).toBe(true);
     }
+    // The full profile reaches the sizes the issue sets targets for.
+    const ids = run.suites.flatMap((s) => s.targets.map((t) => t.id));
+    expect(ids).toEqual(expect.arrayContaining(SCALE_TARGETS));
   });
 
   it('runs every suite (smoke profile) and writes JSON, markdown and SVG charts', async () => {
@@ -61,7 +76,9 @@ describe('npm run bench', () => {
           for (const row of table.rows) expect(row).toHaveLength(table.columns.length);
         }
       }
-      // Every target the issue sets is checked in every run, with a finite measurement.
+      expectScaleFigures(run.suites.find((s) => s.id === 'scale')!);
+      // Every target the issues set is checked in every run, with a finite measurement (the
+      // scale suite's only where the profile reaches their sizes: not in smoke).
       const targets = run.suites.flatMap((s) => s.targets);
       expect(targets.map((t) => t.id).sort()).toEqual(
         [
@@ -91,5 +108,59 @@ describe('npm run bench', () => {
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
-  }, 240_000);
+  }, 300_000);
 });
+
+/**
+ * The scale suite's figures are well formed in the smoke profile's tiny version (1k held locks,
+ * 10 waiters, 1k keys): every store and size measured, counts whole, nothing lost, the footprint
+ * counted. Not timings: those mean nothing in smoke.
+ */
+function expectScaleFigures(suite: SuiteResult): void {
+  const { held, waiters, keys } = suite.data as {
+    held: HeldResult[];
+    waiters: WaitersResult[];
+    keys: DistinctKeysResult[];
+  };
+  expect(held.map((r) => [r.store, r.n])).toEqual([
+    ['memory', 1_000],
+    ['redis', 1_000],
+    ['postgres', 1_000],
+  ]);
+  for (const r of held) {
+    expect(r.lost).toBe(0);
+    expect(r.notAcquired).toBe(0);
+    expect(r.cpuPercent).toBeGreaterThan(0);
+    expect(Number.isFinite(r.heapPerLockBytes)).toBe(true);
+    // Memory has no store to call; Redis and PostgreSQL renew each lock about every second.
+    if (r.store === 'memory') expect(r.storeCallsPerSec).toBeNull();
+    else expect(r.storeCallsPerSec).toBeGreaterThan(0);
+    if (r.store === 'redis') expect(r.redisCommandsPerSec).toBeGreaterThan(0);
+    else expect(r.redisCommandsPerSec).toBeNull();
+  }
+  expect(waiters.map((r) => [r.store, r.waiters])).toEqual([
+    ['memory', 10],
+    ['redis', 10],
+    ['zookeeper', 10],
+  ]);
+  for (const r of waiters) {
+    expect(r.sections).toBeGreaterThan(0);
+    expect(r.waitMs.n).toBe(r.sections);
+    expect(r.waitMs.p99).toBeLessThanOrEqual(r.waitMs.max);
+    expect(r.minPerWaiter).toBeLessThanOrEqual(r.maxPerWaiter);
+    expect(r.jain).toBeGreaterThan(0);
+    expect(r.jain).toBeLessThanOrEqual(1 + 1e-9);
+  }
+  expect(keys.map((r) => [r.store, r.n])).toEqual([
+    ['redis', 1_000],
+    ['postgres', 1_000],
+    ['zookeeper', 1_000],
+  ]);
+  for (const r of keys) {
+    for (const count of [r.before, r.after, r.settled]) {
+      expect(Number.isInteger(count) && count >= 0).toBe(true);
+    }
+    expect(r.cyclesPerSec).toBeGreaterThan(0);
+  }
+  expect(suite.charts.every((c) => c.growth && c.points.length > 0)).toBe(true);
+}

@@ -1,0 +1,80 @@
+/**
+ * One process of a scale-suite waiters run (forked by harness/waiters.ts): `loops` concurrent
+ * waiters on one shared key, each taking it, holding it `holdMs`, releasing, and asking again
+ * at once, every section timed on the machine-wide monotonic clock.
+ */
+import { machineNowMs, sleepMs } from './clock';
+import type { Section } from './contended-worker';
+import { startLocks } from './nest-locks';
+import { scaleModuleOptions, type ScaleStore } from './scale-store';
+
+/** The worker's orders, passed as JSON in argv[2]. */
+export interface WaitersOrders {
+  store: ScaleStore;
+  keyPrefix: string;
+  key: string;
+  /** Concurrent waiters in this process. */
+  loops: number;
+  holdMs: number;
+}
+
+/** Messages to the runner; `sections[i]` are waiter i's. */
+export type WaitersMessage =
+  { type: 'ready' } | { type: 'done'; sections: Section[][] } | { type: 'failed'; error: string };
+
+/** Messages from the runner. */
+export type WaitersCommand = { type: 'go'; endAt: number };
+
+/** Long enough that no waiter gives up while 1,000 take turns before it. */
+const WAIT_MS = 300_000;
+
+async function main(): Promise<void> {
+  const orders = JSON.parse(process.argv[2]) as WaitersOrders;
+  // Resolves once the message is written (its callback; send's `false` only means it is queued):
+  // disconnecting before that loses a large one (a lone waiter's 10,000 sections).
+  const send = (message: WaitersMessage): Promise<void> =>
+    new Promise((resolve) => {
+      if (!process.send) return resolve();
+      process.send(message, undefined, {}, () => resolve());
+    });
+  const app = await startLocks(
+    scaleModuleOptions(orders.store, { waitTimeout: WAIT_MS, ttl: 30_000 }, orders.keyPrefix),
+  );
+  try {
+    // Connections, subscriptions and JIT warmed on a key of our own before the clock starts.
+    for (let i = 0; i < 20; i++)
+      await (await app.locks.acquire(`${orders.key}-warm-${process.pid}`)).release();
+    // process.on, never once: with no 'message' listener left Node unrefs the IPC channel, and
+    // a last message still being written (a large one) dies with a process whose loop emptied.
+    const go = new Promise<WaitersCommand>((resolve) => process.on('message', resolve));
+    await send({ type: 'ready' });
+    const { endAt } = await go;
+    const waiter = async (): Promise<Section[]> => {
+      const sections: Section[] = [];
+      while (machineNowMs() < endAt) {
+        const requestAt = machineNowMs();
+        const lock = await app.locks.acquire(orders.key);
+        const grantAt = machineNowMs();
+        await sleepMs(orders.holdMs);
+        const releaseAt = machineNowMs();
+        await lock.release();
+        sections.push([requestAt, grantAt, releaseAt, machineNowMs()]);
+      }
+      return sections;
+    };
+    await send({
+      type: 'done',
+      sections: await Promise.all(Array.from({ length: orders.loops }, waiter)),
+    });
+  } catch (err) {
+    await send({
+      type: 'failed',
+      error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+    });
+  } finally {
+    await app.close();
+    process.disconnect?.();
+  }
+}
+
+void main();
