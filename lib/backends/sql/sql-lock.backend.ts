@@ -165,7 +165,8 @@ export class SqlLockBackend implements LockBackend {
     if (this.#strategy.kind === 'lease') {
       const db = await this.#source.open();
       const released = await this.#strategy.release(db, key, token);
-      if (released) await this.announce(db, key);
+      // PostgreSQL: the release statement itself notified the listeners.
+      if (released) await this.announce(db, key, db.dialect.family === 'postgres');
       return released;
     }
     const pinned = this.#pins.get(key, token);
@@ -384,9 +385,9 @@ export class SqlLockBackend implements LockBackend {
    * `table`: tells this process's waiters that `key` was just freed, and on PostgreSQL those of
    * every process.
    */
-  private async announce(db: SqlDatabase, key: string): Promise<void> {
+  private async announce(db: SqlDatabase, key: string, notified = false): Promise<void> {
     this.#notices.fire(storedKey(key));
-    if (db.dialect.family === 'postgres') await announceRelease(db, key);
+    if (db.dialect.family === 'postgres' && !notified) await announceRelease(db, key);
   }
 
   /** One attempt, waiting up to `waitMs` in the database if the strategy can. */

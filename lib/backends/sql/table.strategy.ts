@@ -1,6 +1,7 @@
 import type { GrantRequest, StoreLockInfo } from '../../core/contract/lock-backend';
 import { createBucket, insertIdOf, missingLayout, mysqlFloor } from './fence-counter';
 import { bucketKey, bucketText, META_KEY, RESERVED_PREFIX } from './fence-layout';
+import { releaseChannel } from './pg-release-listener';
 import type { LeaseStrategy } from './sql-lock-strategy';
 import { storedKey } from './sql-dialect';
 import { affectedRows, type SqlDatabase } from './sql-database';
@@ -83,6 +84,15 @@ export class TableStrategy implements LeaseStrategy {
   async release(db: SqlDatabase, key: string, token: string): Promise<boolean> {
     const { table, dialect } = db;
     const params = [storedKey(key), dialect.owner(token)];
+    if (dialect.family === 'postgres') {
+      // As below, and the release is announced to waiters (LISTEN/NOTIFY) in the same
+      // statement: a separate pg_notify was one more round trip per release, waiters or not.
+      const result = await db.exec(
+        `WITH d AS (DELETE FROM ${table} WHERE lock_key = ? AND owner = ? RETURNING lock_key, CASE WHEN expires_at > ${dialect.nowMs} THEN 1 ELSE 0 END AS live) SELECT live, pg_notify(?, lock_key) AS sent FROM d`,
+        [...params, releaseChannel(db.tableName)],
+      );
+      return Number(result.records[0]?.live) === 1;
+    }
     if (dialect.family !== 'mysql') {
       // Ours, running or not, is deleted; only a running lease was still held.
       const result = await db.exec(
