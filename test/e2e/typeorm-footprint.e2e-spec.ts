@@ -92,6 +92,10 @@ async function start(
       db: { type: 'typeorm', dataSource: ds, strategy, tableName, createTable: true, ...extra },
     },
     keyPrefix: prefix,
+    // Each call's bound is the wait these specs allow (10 s), not the 5 s default: in the full
+    // suite a MariaDB commit waiting on its fsync while the compatibility tests load the disk
+    // has taken over 5 s (as in test/property); a call that really hangs still fails.
+    operationTimeout: 10_000,
   });
   open.push(() => app.close());
   const f: Fixture = {
