@@ -221,6 +221,44 @@ export async function stopTracked(
   clearTimeout(force);
 }
 
+/**
+ * Resolves once every thread of `pid` is stopped (state `T` or `t` in /proc), or rejects after
+ * `timeoutMs`. kill(SIGSTOP) only queues the signal: the thread chosen to take it must run to
+ * start the group stop, and until then the other threads go on. A JVM's launcher thread takes it
+ * while the server's own threads keep answering, so on a loaded machine a "paused" ZooKeeper
+ * still answered a request sent right after the kill.
+ */
+export async function waitStopped(pid: number, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      throw new Error(`process ${pid} is gone: it cannot be stopped`);
+    }
+    const running = tasks.filter((tid) => !/^[tT]$/.test(threadState(pid, tid)));
+    if (running.length === 0) return;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `process ${pid}: ${running.length} threads still run ${timeoutMs} ms after SIGSTOP`,
+      );
+    }
+    await sleep(2);
+  }
+}
+
+/** The one-letter state of a thread from /proc/<pid>/task/<tid>/stat ('' once it is gone). */
+function threadState(pid: number, tid: string): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    // The command name, in parentheses, may hold spaces: the state follows its last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  } catch {
+    return 'T'; // a thread that exited meanwhile runs nothing
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Starting up.
 

@@ -60,14 +60,14 @@ describe('zk-servers test harness', () => {
     const node = await startZkStandalone({ tickTime: 250 });
     const firstPid = node.pid() as number;
 
-    node.pause();
+    await node.pause();
     await expect(zkFourLetter(node.clientPort, 'ruok', 500)).rejects.toMatchObject(timedOut);
     expect(await node.mode()).toBe('down');
     expect(isRunning(firstPid)).toBe(true);
     node.resume();
     expect(await zkFourLetter(node.clientPort, 'ruok')).toBe('imok');
 
-    node.pause();
+    await node.pause();
     const stopping = Date.now();
     await node.stop(); // SIGTERM reaches a paused JVM too (stop() resumes it)
     expect(Date.now() - stopping).toBeLessThan(4_000);

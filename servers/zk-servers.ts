@@ -21,6 +21,7 @@ import {
   stopTracked,
   trackDir,
   type TrackedProcess,
+  waitStopped,
 } from './child-processes';
 
 /** The Debian package's server jar; its manifest Class-Path pulls in jute, netty, slf4j-api... */
@@ -69,8 +70,11 @@ export interface ZkNode {
    * quorum), once `srvr` shows its mode. No-op while it runs.
    */
   start(): Promise<void>;
-  /** SIGSTOP: the server keeps its sockets but answers nothing (a GC pause, a hung host). */
-  pause(): void;
+  /**
+   * SIGSTOP: the server keeps its sockets but answers nothing (a GC pause, a hung host).
+   * Resolves once every JVM thread has stopped.
+   */
+  pause(): Promise<void>;
   /** SIGCONT after pause(). */
   resume(): void;
   /** The server's pid while it runs (paused included). */
@@ -243,8 +247,11 @@ class ManagedZkNode implements ZkNode {
     }
   }
 
-  pause(): void {
-    if (this.running?.alive) this.running.child.kill('SIGSTOP');
+  async pause(): Promise<void> {
+    const running = this.running;
+    if (!running?.alive || running.child.pid === undefined) return;
+    running.child.kill('SIGSTOP');
+    await waitStopped(running.child.pid);
   }
 
   resume(): void {

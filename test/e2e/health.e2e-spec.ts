@@ -105,7 +105,7 @@ describe('LockHealthIndicator (terminus) over real stores', () => {
 
   it('names the stores that are down, within the timeout, and the others stay up', async () => {
     await redis.stop('SIGKILL');
-    zk.pause();
+    await zk.pause();
     const { status, body, ms } = await get();
     expect(status).toBe(503);
     expect(body.status).toBe('error');

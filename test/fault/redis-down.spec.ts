@@ -24,6 +24,7 @@ import {
   stopAll,
   type RedisNode,
 } from '../../servers/redis-servers';
+import { waitStopped } from '../../servers/child-processes';
 
 afterAll(() => stopAll());
 
@@ -258,6 +259,7 @@ describe('redis down', () => {
     try {
       await (await t.locks.acquire('warm')).release(); // connected and scripts loaded
       process.kill(pid, 'SIGSTOP');
+      await waitStopped(pid);
       const { error, ms } = await timedFailure('redis SIGSTOP tryAcquire', () =>
         t.locks.tryAcquire('k'),
       );
@@ -279,6 +281,7 @@ describe('redis down', () => {
     try {
       await (await t.locks.acquire('warm')).release(); // connected and scripts loaded
       process.kill(node.pid()!, 'SIGSTOP'); // the next command is sent, never answered
+      await waitStopped(node.pid()!);
       const inFlight = settle(t.locks.tryAcquire('ghost'));
       await sleep(100);
       const { error, ms } = await timedFailure('redis in-flight call, server killed', async () => {

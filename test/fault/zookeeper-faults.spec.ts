@@ -76,7 +76,7 @@ describe('zookeeper faults', () => {
         return l;
       });
       await sleep(300); // B is queued behind A
-      zk.pause();
+      await zk.pause();
       const pausedAt = now();
       await sleep(SESSION_MS + 1_500);
       expect(abortedAt - pausedAt).toBeLessThanOrEqual(SESSION_MS + 1_000);

@@ -289,7 +289,7 @@ describe('zookeeper: a store that is down', () => {
     const zk = await startZkStandalone();
     const t = await createLockApp({ ...zkOptions(zk.connectString), operationTimeout: 1_000 });
     try {
-      zk.pause();
+      await zk.pause();
       const { outcome, ms } = await timed(() => t.locks.tryAcquire('frozen'));
       times['frozen server: call bounded by operationTimeout 1000'] = Math.round(ms);
       expect(outcome.ok).toBe(false);
