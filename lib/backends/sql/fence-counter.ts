@@ -1,4 +1,6 @@
+import { sleep } from '../../core/shared/timers';
 import { LockBackendError } from '../../errors/lock.errors';
+import { isDeadlock } from './driver-errors';
 import { bucketKey, bucketText, META_KEY } from './fence-layout';
 import type { SqlDatabase } from './sql-database';
 import type { SqlResult } from './typeorm-types';
@@ -11,8 +13,27 @@ import type { SqlResult } from './typeorm-types';
  * twice. The database lock serialises the grants of the key, so its draws are in grant order.
  */
 
-/** Draws the next fence for `key` from its bucket (created at the layout's floor if missing). */
+/** Tries of a fence draw the server rolls back to break a deadlock. */
+const DRAW_ATTEMPTS = 5;
+
+/**
+ * Draws the next fence for `key` from its bucket (created at the layout's floor if missing). A
+ * draw rolled back to break a deadlock (possible only against a carry-over, which locks the
+ * layout row before the buckets) drew nothing, and is made again.
+ */
 export async function nextFence(db: SqlDatabase, key: string): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await drawFence(db, key);
+    } catch (err) {
+      if (!isDeadlock(err) || attempt >= DRAW_ATTEMPTS) throw err;
+      await sleep(Math.random() * 5 * attempt);
+    }
+  }
+}
+
+/** One fence draw, in autocommit on a pooled connection. */
+async function drawFence(db: SqlDatabase, key: string): Promise<number> {
   const { dialect, table } = db;
   const index = db.fences.bucketOf(key);
   const bucket = bucketKey(index);

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { monotonicNow } from '../../core/shared/clock';
 import type { SessionStrategy } from './sql-lock-strategy';
-import { isDeadlock, type SqlDatabase } from './sql-database';
+import { isDeadlock, isLockBusy } from './driver-errors';
+import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import {
   boundMysqlSession,
@@ -252,22 +253,4 @@ export function rowMarker(db: SqlDatabase, key: string): string {
     .update(`${db.server.database}\u0000${db.tableName}\u0000${key}`, 'utf8')
     .digest('hex');
   return `dlr:${digest.slice(0, 60)}`;
-}
-
-/** "Row locked by someone else" errors: Postgres 55P03, MariaDB 1205, MySQL 3572 (NOWAIT). */
-export function isLockBusy(err: unknown): boolean {
-  const e = err as {
-    code?: unknown;
-    errno?: unknown;
-    driverError?: { code?: unknown; errno?: unknown };
-  } | null;
-  const code = e?.code ?? e?.driverError?.code;
-  const errno = e?.errno ?? e?.driverError?.errno;
-  return (
-    code === '55P03' ||
-    errno === 1205 ||
-    errno === 3572 ||
-    code === 'ER_LOCK_WAIT_TIMEOUT' ||
-    code === 'ER_LOCK_NOWAIT'
-  );
 }

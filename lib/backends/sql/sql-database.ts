@@ -2,13 +2,11 @@ import { setImmediate as turnOfEventLoop } from 'node:timers/promises';
 import { sleep } from '../../core/shared/timers';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { LockBackendError } from '../../errors/lock.errors';
+import { isDeadlock } from './driver-errors';
 import { FenceLayout } from './fence-layout';
 import { SqlDialect, storedKey } from './sql-dialect';
 import type { SqlServer } from './sql-server';
 import type { SqlDataSource, SqlResult, SqlRunner } from './typeorm-types';
-
-/** Tries of an insert the server rolls back to break a deadlock. */
-const DEADLOCK_ATTEMPTS = 10;
 
 /** What a {@link SqlDatabase} needs besides its DataSource. */
 export interface SqlDatabaseOptions {
@@ -81,24 +79,28 @@ export class SqlDatabase {
   }
 
   /**
-   * Makes sure the (free) row of `key` exists; `true` when this call made it. MariaDB/MySQL look
-   * first with a plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever
-   * holds it FOR UPDATE.
+   * Makes the (free) row of `key` if it is missing; `true` when this call made it. MariaDB/MySQL
+   * look first with a plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever
+   * holds it FOR UPDATE. The caller's locking read decides what there is to lock: a row still
+   * missing there is tried again by the caller, within its own wait.
    */
   async createRowIfMissing(key: string): Promise<boolean> {
     // Postgres' ON CONFLICT DO NOTHING never waits for a lock on an existing row: no read first.
     if (this.dialect.family !== 'postgres' && (await this.rowExists(key))) return false;
     const insert = this.dialect.insertIgnore(this.table, ['lock_key', 'key_text', 'fence']);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return affectedRows(await this.exec(insert, [storedKey(key), key, 0])) === 1;
-      } catch (err) {
-        // InnoDB: remaking a row its holder just deleted queues the insert on the deleted
-        // record with the waiters the delete woke, and the server may roll the insert back to
-        // break that cycle; it only has to be tried again.
-        if (!isDeadlock(err) || attempt >= DEADLOCK_ATTEMPTS) throw err;
-        await sleep(Math.random() * 5 * attempt);
+    try {
+      return affectedRows(await this.exec(insert, [storedKey(key), key, 0])) === 1;
+    } catch (err) {
+      // InnoDB: the waiters a release woke all remake the row its holder deleted; their
+      // inserts share the deleted record and the server rolls all but one back to break the
+      // cycle. The one left makes the row. Not tried again here: a second insert would find
+      // the row made and locked by its next holder, and wait for that holder's release on a
+      // pooled connection, unbounded by the caller's wait.
+      if (isDeadlock(err)) {
+        await sleep(Math.random() * 5); // the woken waiters come back one at a time
+        return false;
       }
+      throw err;
     }
   }
 
@@ -125,18 +127,6 @@ export class SqlDatabase {
   describe(err: unknown): string {
     return this.redactor.message(err);
   }
-}
-
-/** The server rolled the transaction back to break a deadlock: Postgres 40P01, MariaDB 1213. */
-export function isDeadlock(err: unknown): boolean {
-  const e = err as {
-    code?: unknown;
-    errno?: unknown;
-    driverError?: { code?: unknown; errno?: unknown };
-  } | null;
-  const code = e?.code ?? e?.driverError?.code;
-  const errno = e?.errno ?? e?.driverError?.errno;
-  return code === '40P01' || errno === 1213 || code === 'ER_LOCK_DEADLOCK';
 }
 
 /** Rows changed by a statement, from TypeORM's structured result. */

@@ -1,4 +1,5 @@
 import { sleep } from '../../core/shared/timers';
+import { isCreateRaceLost } from './driver-errors';
 import { collectRows, prepareFences } from './fence-carry-over';
 import { SqlDatabase, type SqlDatabaseOptions } from './sql-database';
 import { SqlDialect, type SqlFamily } from './sql-dialect';
@@ -128,15 +129,8 @@ async function createTableOnce(db: SqlDatabase): Promise<void> {
       await db.exec(db.dialect.createTable(db.table), []);
       return;
     } catch (err) {
-      if (!createRaceLost(err) || attempt >= CREATE_ATTEMPTS) throw err;
+      if (!isCreateRaceLost(err) || attempt >= CREATE_ATTEMPTS) throw err;
       await sleep(20 * attempt + Math.random() * 20);
     }
   }
-}
-
-/** Errors meaning another session created the table first. */
-function createRaceLost(err: unknown): boolean {
-  const e = err as { code?: unknown; driverError?: { code?: unknown } } | null;
-  const code = e?.code ?? e?.driverError?.code;
-  return code === '23505' || code === '42P07' || code === '42710';
 }
