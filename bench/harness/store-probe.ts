@@ -15,7 +15,8 @@ export interface StoreProbe {
   /** The store as clients must reach it for the counts to see them (Redis: through a proxy). */
   store: ScaleStore;
   /**
-   * Redis: keys of the run's prefix (SCAN MATCH); PostgreSQL: rows in the lock table;
+   * Redis: keys on the node (DBSIZE; the node is the suite's own, emptied when the probe
+   * starts, so the shared fence counters count too); PostgreSQL: rows in the lock table;
    * ZooKeeper: znodes under the lock root (the server's znode count less the count with the
    * root empty: the server is the suite's own); memory: always 0 (nothing outside the process).
    */
@@ -33,13 +34,16 @@ export interface StoreProbe {
   close(): Promise<void>;
 }
 
-/** A probe of `store`, for keys under `keyPrefix` (Redis). */
-export async function probeStore(store: ScaleStore, keyPrefix: string): Promise<StoreProbe> {
+/**
+ * A probe of `store`. A Redis node is emptied first (FLUSHALL): it must be the suite's own, so
+ * that what it holds afterwards is all the run's doing, fence counters included.
+ */
+export async function probeStore(store: ScaleStore): Promise<StoreProbe> {
   switch (store.kind) {
     case 'memory':
       return { store, footprint: async () => 0, close: async () => undefined };
     case 'redis':
-      return redisProbe(store.url, keyPrefix);
+      return redisProbe(store.url);
     case 'postgres':
       return postgresProbe(store.table);
     case 'zookeeper':
@@ -47,10 +51,10 @@ export async function probeStore(store: ScaleStore, keyPrefix: string): Promise<
   }
 }
 
-async function redisProbe(url: string, keyPrefix: string): Promise<StoreProbe> {
+async function redisProbe(url: string): Promise<StoreProbe> {
   // One connection for the probe's life: connecting sends commands of its own (ready check).
   const client = new Redis(url, { maxRetriesPerRequest: 1 });
-  await client.ping();
+  await client.flushall();
   let infoCalls = 0;
   // INFO counts the commands scripts run as well; what a client asked (the store calls of a
   // renewal, batched or not) is only seen on the wire.
@@ -65,17 +69,7 @@ async function redisProbe(url: string, keyPrefix: string): Promise<StoreProbe> {
   return {
     store: { kind: 'redis', url: `redis://${proxy.address}` },
     requests: () => [...counters.values()].reduce((sum, c) => sum + c.count, 0),
-    // The lock's Redis names put a hash tag before the key ("{tag}prefix...").
-    footprint: async () => {
-      let count = 0;
-      let cursor = '0';
-      do {
-        const [next, keys] = await client.scan(cursor, 'MATCH', `*${keyPrefix}*`, 'COUNT', 1000);
-        count += keys.length;
-        cursor = next;
-      } while (cursor !== '0');
-      return count;
-    },
+    footprint: () => client.dbsize(),
     commands: async () => {
       const info = await client.info('stats');
       const total = Number(/total_commands_processed:(\d+)/.exec(info)?.[1]);

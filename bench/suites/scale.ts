@@ -54,7 +54,7 @@ async function onFreshStore<T>(
 ): Promise<T> {
   const store = freshStore(kind, servers);
   const prefix = `scale:${randomUUID().slice(0, 8)}:`;
-  const probe = await probeStore(store, prefix);
+  const probe = await probeStore(store);
   try {
     return await work(store, probe, prefix);
   } finally {
@@ -244,8 +244,10 @@ function keysTable(results: readonly DistinctKeysResult[]): BenchTable {
       fmt(r.cyclesPerSec),
     ]),
     note:
-      'Acquire + release of each key once, 32 in flight, on a fresh namespace: Redis keys of the ' +
-      'run’s prefix (SCAN), rows of the run’s own lock table, znodes under the run’s own lock root ' +
+      'Acquire + release of each key once, 32 in flight, on a fresh namespace: every key on the ' +
+      'suite’s own Redis node, emptied before the run (DBSIZE: the shared fence counters, at most ' +
+      '4,096, count too), rows of the run’s own lock table (fence bucket rows included), znodes ' +
+      'under the run’s own lock root ' +
       `(the server’s znode count less its count before). "${SETTLE_MS / 1000} s later": with the ` +
       'module still running, past the ZooKeeper backend’s 2 s delay before it removes an emptied ' +
       'key node.',
