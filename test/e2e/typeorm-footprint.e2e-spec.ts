@@ -160,9 +160,31 @@ async function rowsGone(f: Fixture, left: number): Promise<void> {
 }
 
 async function lockAndRelease(f: Fixture, key: string): Promise<number> {
-  const lock = await f.app.locks.acquire(key, { ttl: 10_000, waitTimeout: 10_000 });
-  await lock.release();
-  return lock.fence as number;
+  try {
+    const lock = await f.app.locks.acquire(key, { ttl: 10_000, waitTimeout: 10_000 });
+    await lock.release();
+    return lock.fence as number;
+  } catch (err) {
+    // A call that hung once in CI and never alone: what the server was doing is the evidence.
+    console.log(`lockAndRelease(${key}) failed: ${String(err)}\n${await serverState(f)}`);
+    throw err;
+  }
+}
+
+/** MariaDB: InnoDB lock waits and statements running 1 s or more, as text (else ''). */
+async function serverState(f: Fixture): Promise<string> {
+  if (f.dialect.family === 'postgres' || f.dialect.family === 'sqlite') return '';
+  try {
+    const waits = await f.sql(
+      `SELECT r.trx_mysql_thread_id AS waiting, r.trx_query AS waiting_query, b.trx_mysql_thread_id AS blocking, b.trx_query AS blocking_query, b.trx_state AS blocking_state FROM information_schema.innodb_lock_waits w JOIN information_schema.innodb_trx b ON b.trx_id = w.blocking_trx_id JOIN information_schema.innodb_trx r ON r.trx_id = w.requesting_trx_id`,
+    );
+    const slow = await f.sql(
+      `SELECT ID, TIME, STATE, LEFT(INFO, 300) AS info FROM information_schema.PROCESSLIST WHERE COMMAND <> 'Sleep' AND TIME >= 1 AND ID <> CONNECTION_ID()`,
+    );
+    return `lock waits: ${JSON.stringify(waits)}\nstatements running >= 1 s: ${JSON.stringify(slow)}`;
+  } catch (err) {
+    return `server state unreadable: ${String(err)}`;
+  }
 }
 
 describe.each(SQL_LOCK_PAIRS)('typeorm $strategy on $kind: footprint', ({ kind, strategy }) => {
