@@ -11,13 +11,8 @@ import { Session } from 'node:inspector';
 import Redis from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import type { LockModuleOptions } from '../../lib';
-import {
-  DEFAULT_FENCE_BUCKETS,
-  FENCE_BUCKETS_META,
-  fenceBucket,
-  fenceCounterName,
-} from '../../lib/backends/redis/fence-buckets';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
+import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
 import { startLocks } from '../harness/nest-locks';
@@ -55,15 +50,7 @@ async function main(): Promise<void> {
   const key = `prof:${process.pid}`;
   const names = redisLockNames(key);
   // The keys and last argument the backend passes (a single node with the default buckets).
-  const qk = [
-    names.lock,
-    fenceCounterName(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
-    names.queue,
-    names.waiters,
-    names.legacyFence,
-    names.arrivals,
-    FENCE_BUCKETS_META,
-  ];
+  const qk = queueScriptKeys(names, DEFAULT_FENCE_BUCKETS);
   const ops: Record<string, () => Promise<unknown>> = {
     ours: async () => {
       const lock = await ours.locks.acquire(key);

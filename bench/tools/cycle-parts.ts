@@ -10,13 +10,8 @@ import Redis from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { startLocks } from '../harness/nest-locks';
 import { compareInterleaved, pairedRatio, type Variant } from '../harness/rounds';
-import {
-  DEFAULT_FENCE_BUCKETS,
-  FENCE_BUCKETS_META,
-  fenceBucket,
-  fenceCounterName,
-} from '../../lib/backends/redis/fence-buckets';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
+import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
 import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
 import { Redactor } from '../../lib/core/shared/redactor';
@@ -42,15 +37,7 @@ async function main(): Promise<void> {
   );
   const names = redisLockNames(`scripts:${run}`);
   // The keys and last argument the backend passes (a single node with the default buckets).
-  const qk = [
-    names.lock,
-    fenceCounterName(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
-    names.queue,
-    names.waiters,
-    names.legacyFence,
-    names.arrivals,
-    FENCE_BUCKETS_META,
-  ];
+  const qk = queueScriptKeys(names, DEFAULT_FENCE_BUCKETS);
   await scripts.script('LOAD', ACQUIRE.source);
   await scripts.script('LOAD', RELEASE.source);
   const variants: Variant[] = [

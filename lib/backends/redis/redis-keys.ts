@@ -1,5 +1,6 @@
 import { createHash, hash } from 'node:crypto';
 import { hashSlot } from './crc16';
+import { FENCE_BUCKETS_META, fenceBucket, fenceCounterName } from './fence-buckets';
 
 /** The Redis names used for one lock key. */
 export interface RedisLockNames {
@@ -43,6 +44,24 @@ export function redisLockNames(fullKey: string): RedisLockNames {
     recent.set(fullKey, names);
   }
   return names;
+}
+
+/**
+ * The keys the queue scripts take, in their KEYS order: lock, fence bucket counter, queue,
+ * waiter expiries, legacy per-key counter, arrivals, and on a single node (`count` buckets) the
+ * bucket-count key (on a Cluster, `count` null: every key is in the lock key's slot).
+ */
+export function queueScriptKeys(names: RedisLockNames, count: number | null): string[] {
+  const keys = [
+    names.lock,
+    fenceCounterName(fenceBucket(names.slot, count)),
+    names.queue,
+    names.waiters,
+    names.legacyFence,
+    names.arrivals,
+  ];
+  if (count !== null) keys.push(FENCE_BUCKETS_META);
+  return keys;
 }
 
 /**

@@ -29,6 +29,7 @@ import {
 import {
   legacyFenceOwner,
   lockNameOf,
+  queueScriptKeys,
   redisLockNames,
   type RedisLockNames,
   slotOfLockName,
@@ -319,7 +320,8 @@ export class RedisLockBackend implements LockBackend {
     const names = redisLockNames(key);
     return this.fenced(
       async (count) =>
-        Number(await this.script(RELEASE, this.queueKeys(names, count), [token, count ?? 0])) === 1,
+        Number(await this.script(RELEASE, queueScriptKeys(names, count), [token, count ?? 0])) ===
+        1,
     );
   }
 
@@ -332,7 +334,7 @@ export class RedisLockBackend implements LockBackend {
     const names = redisLockNames(key);
     const reply = await this.fenced(
       async (count) =>
-        (await this.script(INSPECT, this.queueKeys(names, count), [count ?? 0])) as unknown[],
+        (await this.script(INSPECT, queueScriptKeys(names, count), [count ?? 0])) as unknown[],
     );
     const [held, fence, pttl, waiting] = reply.map(Number);
     return {
@@ -350,7 +352,7 @@ export class RedisLockBackend implements LockBackend {
     const names = redisLockNames(key);
     return this.fenced(
       async (count) =>
-        Number(await this.script(FORCE_RELEASE, this.queueKeys(names, count), [count ?? 0])) === 1,
+        Number(await this.script(FORCE_RELEASE, queueScriptKeys(names, count), [count ?? 0])) === 1,
     );
   }
 
@@ -420,7 +422,7 @@ export class RedisLockBackend implements LockBackend {
     try {
       const { names, member } = waiter;
       await this.fenced((count) =>
-        this.script(LEAVE_QUEUE, this.queueKeys(names, count), [member, token, count ?? 0]),
+        this.script(LEAVE_QUEUE, queueScriptKeys(names, count), [member, token, count ?? 0]),
       );
     } catch (err) {
       if (this.#connection.isDown() && !this.closed) this.unsentLeaves.set(token, waiter);
@@ -460,7 +462,7 @@ export class RedisLockBackend implements LockBackend {
     member = '',
   ): Promise<[number, number]> {
     return this.fenced(async (count) => {
-      const keys = this.queueKeys(names, count);
+      const keys = queueScriptKeys(names, count);
       const undo = (late: Promise<unknown>): void => {
         late
           .then(() => runScript(this.#client, LEAVE_QUEUE, keys, [member, token, count ?? 0]))
@@ -483,24 +485,6 @@ export class RedisLockBackend implements LockBackend {
   private fenced<T>(call: (count: number | null) => Promise<T>): Promise<T> {
     if (!this.#buckets) return call(null);
     return this.#buckets.run((script, keys, args) => this.script(script, keys, args), call);
-  }
-
-  /**
-   * The keys the queue scripts take, in their KEYS order: lock, fence bucket counter, queue,
-   * waiter expiries, legacy per-key counter, arrivals, and on a single node the bucket-count
-   * key (every one in the lock key's slot on a Cluster).
-   */
-  private queueKeys(names: RedisLockNames, count: number | null): string[] {
-    const keys = [
-      names.lock,
-      fenceCounterName(fenceBucket(names.slot, count)),
-      names.queue,
-      names.waiters,
-      names.legacyFence,
-      names.arrivals,
-    ];
-    if (count !== null) keys.push(FENCE_BUCKETS_META);
-    return keys;
   }
 
   /**
