@@ -1,6 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
+import { DataSource } from 'typeorm';
+import { storedKey } from '../../lib/backends/sql/sql-dialect';
+import {
+  LockBackendError,
+  LockLostError,
+  LockNotAcquiredError,
+} from '../../lib/errors/lock.errors';
 import {
   createMariadbUser,
   dataSourceOptions,
@@ -225,4 +231,55 @@ describe('typeorm faults: several instances using a fresh table for the first ti
       }
     }, 30_000);
   }
+});
+
+describe('typeorm for-update on mariadb: a key row another session is making', () => {
+  // Waiters remake the row a releasing holder deleted. A caller that saw no row and inserts it
+  // while another session has just made it (not yet committed, or made and locked) waits on
+  // InnoDB's duplicate check for that session, by default for 50 s whatever the caller asked.
+  // Here the other session is a raw transaction holding its uncommitted insert of the row.
+  it('a try answers busy at once, a wait lasts what it was given, and the key is taken once the row is free', async () => {
+    const table = scratchTable('mariadb', 'fault_insert');
+    const prefix = `ins-${randomUUID()}:`;
+    const t = await createLockApp(
+      typeormOptions(table.dataSourceOptions(), 'for-update', table.name, prefix),
+    );
+    const raw = new DataSource(dataSourceOptions('mariadb') as never);
+    await raw.initialize();
+    const other = raw.createQueryRunner();
+    try {
+      await (await t.locks.acquire('warm-up')).release(); // the table exists
+      await other.connect();
+      await other.startTransaction();
+      await other.query(
+        `INSERT INTO \`${table.name}\` (lock_key, key_text, fence) VALUES (?, ?, 0)`,
+        [storedKey(`${prefix}k`), `${prefix}k`],
+      );
+
+      let started = now();
+      expect(await t.locks.tryAcquire('k')).toBeNull();
+      expect(now() - started).toBeLessThan(1_000);
+
+      started = now();
+      await expect(t.locks.acquire('k', { waitTimeout: 1_500 })).rejects.toBeInstanceOf(
+        LockNotAcquiredError,
+      );
+      const waited = now() - started;
+      expect(waited).toBeGreaterThanOrEqual(1_400);
+      expect(waited).toBeLessThan(4_000);
+
+      const waiter = t.locks.acquire('k', { waitTimeout: 10_000 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await other.rollbackTransaction(); // the row never existed: the waiter makes it
+      const lock = await waiter;
+      expect(lock.isHeld()).toBe(true);
+      await lock.release();
+    } finally {
+      if (other.isTransactionActive) await other.rollbackTransaction().catch(() => undefined);
+      await other.release();
+      await raw.destroy();
+      await t.close();
+      await table.drop();
+    }
+  }, 30_000);
 });

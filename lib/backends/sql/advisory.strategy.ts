@@ -30,7 +30,6 @@ const PG_RESTORE_IDLE_TIMEOUT = `set_config('idle_session_timeout', (SELECT rese
  */
 export class AdvisoryStrategy implements SessionStrategy {
   readonly kind = 'session';
-  readonly locksKeyRow = false;
   readonly waitsInDatabase = false;
 
   constructor(private readonly sessionTimeoutMs: number) {}

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { monotonicNow } from '../../core/shared/clock';
+import { sleep } from '../../core/shared/timers';
 import type { SessionStrategy } from './sql-lock-strategy';
 import { isDeadlock, isLockBusy } from './driver-errors';
 import type { SqlDatabase } from './sql-database';
@@ -7,14 +8,13 @@ import { storedKey } from './sql-dialect';
 import {
   boundMysqlSession,
   killHolderOf,
+  MAX_MYSQL_WAIT_S,
   MYSQL_RESTORE_WAIT_TIMEOUT,
   pgMilliseconds,
   pgTerminate,
 } from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
 
-/** Longest single MariaDB `WAIT n`, s (a year: "until granted or ended" in practice). */
-const MAX_MYSQL_WAIT_S = 31_536_000;
 /** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
 const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
 /** A try without waiting that finds the row deleted under it tries this many times in all. */
@@ -40,7 +40,6 @@ type RowLock = 'locked' | 'busy' | 'gone';
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
-  readonly locksKeyRow = true;
   readonly waitsInDatabase = true;
 
   constructor(private readonly sessionTimeoutMs: number) {}
@@ -51,10 +50,8 @@ export class ForUpdateStrategy implements SessionStrategy {
       const outcome = await this.takeOnce(db, runner, key, waitMs);
       if (outcome !== 'gone') return outcome === 'locked';
       // The row was deleted by the holder that released it (a wait ends on it then): the key is
-      // free. Made again on a pooled connection (never in this transaction, which must hold no
-      // row lock of its own across a wait), then locked like any other row.
+      // free. The next attempt makes it again and locks it like any other row.
       if (waitMs <= 0 && attempt >= NOWAIT_ATTEMPTS) return false;
-      await db.createRowIfMissing(key);
       if (waitMs > 0) {
         waitMs = deadline - monotonicNow();
         if (waitMs <= 0) return false;
@@ -64,7 +61,14 @@ export class ForUpdateStrategy implements SessionStrategy {
     }
   }
 
-  /** One transaction that tries to lock the row; anything but `'locked'` ends it. */
+  /**
+   * Makes the key's row if it is missing, then, in one transaction, tries to lock it; anything
+   * but `'locked'` ends the transaction. The row is made on this same connection in autocommit,
+   * before the transaction (which must hold no row lock of its own across a wait), so it costs
+   * no second connection. On MariaDB the session's row-lock waits are bounded by the caller's
+   * wait first: an insert of a row that another caller has just made and locked waits for that
+   * holder like any waiter, never for InnoDB's own 50 s default.
+   */
   private async takeOnce(
     db: SqlDatabase,
     runner: SqlRunner,
@@ -73,11 +77,14 @@ export class ForUpdateStrategy implements SessionStrategy {
   ): Promise<RowLock> {
     const postgres = db.dialect.family === 'postgres';
     let held = false;
-    if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs);
+    let inTransaction = false;
+    if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs, waitMs);
     try {
+      if (!(await makeRow(db, runner, key))) return 'busy';
       // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
       // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ).
       await runner.startTransaction(isolationFor(db));
+      inTransaction = true;
       if (postgres) await this.boundPgTransaction(runner, waitMs);
       const outcome = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
       held = outcome === 'locked';
@@ -86,7 +93,7 @@ export class ForUpdateStrategy implements SessionStrategy {
       // A failure here rejects the take, and the backend then discards the connection: a
       // session left in its transaction must never go back to the pool.
       if (!held) {
-        await runner.rollbackTransaction();
+        if (inTransaction) await runner.rollbackTransaction();
         if (!postgres) await restoreMysql(db, runner, key);
       }
     }
@@ -216,6 +223,28 @@ async function lockRow(
     // waiters woken by the delete queue on the same record, and the server may break that
     // cycle by rolling one transaction back. Ours then holds nothing: the row is being remade.
     if (isDeadlock(err)) return 'gone';
+    throw db.explain(err);
+  }
+}
+
+/**
+ * Makes the (free) row of `key` on `runner`, in autocommit, if it is missing. `false` when the
+ * row is there but its holder kept it locked for the whole wait the session allows (MariaDB's
+ * insert waits for a row someone holds FOR UPDATE): the key is busy. A deadlock is no failure:
+ * the waiters a release woke all remake the row its holder deleted, their inserts share the
+ * deleted record, and the server rolls all but one back; the one left makes the row, and the
+ * locking read that follows decides (a row still missing there is tried again).
+ */
+async function makeRow(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+  try {
+    await db.createRowIfMissing(key, runner);
+    return true;
+  } catch (err) {
+    if (isLockBusy(err)) return false;
+    if (isDeadlock(err)) {
+      await sleep(Math.random() * 5); // the woken waiters come back one at a time
+      return true;
+    }
     throw db.explain(err);
   }
 }

@@ -1,8 +1,6 @@
 import { setImmediate as turnOfEventLoop } from 'node:timers/promises';
-import { sleep } from '../../core/shared/timers';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { LockBackendError } from '../../errors/lock.errors';
-import { isDeadlock } from './driver-errors';
 import { FenceLayout } from './fence-layout';
 import { SqlDialect, storedKey } from './sql-dialect';
 import type { SqlServer } from './sql-server';
@@ -71,37 +69,33 @@ export class SqlDatabase {
   }
 
   /** Whether the row of `key` exists (a plain read: it never waits for a row lock). */
-  async rowExists(key: string): Promise<boolean> {
-    const result = await this.exec(`SELECT 1 AS present FROM ${this.table} WHERE lock_key = ?`, [
-      storedKey(key),
-    ]);
+  async rowExists(key: string, runner?: SqlRunner): Promise<boolean> {
+    const result = await this.run(
+      `SELECT 1 AS present FROM ${this.table} WHERE lock_key = ?`,
+      [storedKey(key)],
+      runner,
+    );
     return result.records.length > 0;
   }
 
   /**
-   * Makes the (free) row of `key` if it is missing; `true` when this call made it. MariaDB/MySQL
-   * look first with a plain read: on InnoDB an INSERT IGNORE of an existing row waits for whoever
-   * holds it FOR UPDATE. The caller's locking read decides what there is to lock: a row still
-   * missing there is tried again by the caller, within its own wait.
+   * Makes the (free) row of `key` if it is missing, on `runner` (else a pooled connection), in
+   * autocommit; `true` when this call made it. MariaDB/MySQL look first with a plain read: on
+   * InnoDB an INSERT IGNORE of an existing row waits for whoever holds it FOR UPDATE (bounded
+   * by the session's `innodb_lock_wait_timeout`); PostgreSQL's ON CONFLICT DO NOTHING never
+   * waits for a row lock, so it needs no read first. Driver errors (a deadlock among inserts
+   * of the same row, a lock wait timeout) reach the caller as they are.
    */
-  async createRowIfMissing(key: string): Promise<boolean> {
-    // Postgres' ON CONFLICT DO NOTHING never waits for a lock on an existing row: no read first.
-    if (this.dialect.family !== 'postgres' && (await this.rowExists(key))) return false;
+  async createRowIfMissing(key: string, runner?: SqlRunner): Promise<boolean> {
+    if (this.dialect.family !== 'postgres' && (await this.rowExists(key, runner))) return false;
     const insert = this.dialect.insertIgnore(this.table, ['lock_key', 'key_text', 'fence']);
-    try {
-      return affectedRows(await this.exec(insert, [storedKey(key), key, 0])) === 1;
-    } catch (err) {
-      // InnoDB: the waiters a release woke all remake the row its holder deleted; their
-      // inserts share the deleted record and the server rolls all but one back to break the
-      // cycle. The one left makes the row. Not tried again here: a second insert would find
-      // the row made and locked by its next holder, and wait for that holder's release on a
-      // pooled connection, unbounded by the caller's wait.
-      if (isDeadlock(err)) {
-        await sleep(Math.random() * 5); // the woken waiters come back one at a time
-        return false;
-      }
-      throw err;
-    }
+    return affectedRows(await this.run(insert, [storedKey(key), key, 0], runner)) === 1;
+  }
+
+  /** One statement on `runner` if given (autocommit unless it is in a transaction), else {@link exec}. */
+  private async run(sql: string, params: unknown[], runner?: SqlRunner): Promise<SqlResult> {
+    if (!runner) return this.exec(sql, params);
+    return runner.query(this.dialect.sql(sql), params, true);
   }
 
   /**

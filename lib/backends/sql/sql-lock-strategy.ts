@@ -54,8 +54,6 @@ export interface LeaseStrategy extends StrategyBase {
  */
 export interface SessionStrategy extends StrategyBase {
   readonly kind: 'session';
-  /** The lock is on the key's row, which the backend creates first if it is missing. */
-  readonly locksKeyRow: boolean;
   /**
    * The database can wait for a busy lock itself (`take` with `waitMs > 0`): waiters then queue
    * in the database (`waiting: 'queue'`) instead of polling.

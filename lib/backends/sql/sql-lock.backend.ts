@@ -423,14 +423,6 @@ export class SqlLockBackend implements LockBackend {
   ): Promise<LockGrant | null> {
     // Pinned first, before any await: a waiter that just saw the pool could spare a pin gets it.
     const runner = await this.#pins.pin(db);
-    if (strategy.locksKeyRow) {
-      try {
-        await db.createRowIfMissing(key); // the row must exist to be locked
-      } catch (err) {
-        await this.#pins.unpin(runner);
-        throw err;
-      }
-    }
     const watch = signal && waitMs > 0 ? new AbortWatch(db, runner, signal) : undefined;
     let taken = false;
     try {

@@ -26,6 +26,9 @@ export function pgMilliseconds(ms: number): string {
   return `${Math.ceil(ms)}ms`;
 }
 
+/** Longest single MariaDB/MySQL lock wait we ask for, s (a year: "until granted or ended" in practice). */
+export const MAX_MYSQL_WAIT_S = 31_536_000;
+
 /** MariaDB/MySQL `wait_timeout` for a bound of `ms`: whole seconds, rounded up (never shorter). */
 export function mysqlWaitTimeout(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1_000));
@@ -33,18 +36,36 @@ export function mysqlWaitTimeout(ms: number): number {
 
 /**
  * MariaDB/MySQL: bounds the session of `runner` on the server: `wait_timeout` (how long the
- * server waits for the next statement, in a transaction or not) set to `sessionTimeoutMs`.
- * Undone by {@link MYSQL_RESTORE_WAIT_TIMEOUT}.
+ * server waits for the next statement, in a transaction or not) set to `sessionTimeoutMs`, and,
+ * given `lockWaitMs`, `innodb_lock_wait_timeout` (how long any of its statements waits for a
+ * row lock: whole seconds, 0 = not at all on MariaDB; MySQL's least is 1). Undone by
+ * {@link MYSQL_RESTORE_WAIT_TIMEOUT}.
  */
 export async function boundMysqlSession(
   runner: SqlRunner,
   sessionTimeoutMs: number,
+  lockWaitMs?: number,
 ): Promise<void> {
-  await runner.query('SET SESSION wait_timeout = ?', [mysqlWaitTimeout(sessionTimeoutMs)], true);
+  if (lockWaitMs === undefined) {
+    await runner.query('SET SESSION wait_timeout = ?', [mysqlWaitTimeout(sessionTimeoutMs)], true);
+    return;
+  }
+  await runner.query(
+    'SET SESSION wait_timeout = ?, SESSION innodb_lock_wait_timeout = ?',
+    [
+      mysqlWaitTimeout(sessionTimeoutMs),
+      lockWaitMs <= 0 ? 0 : Math.min(MAX_MYSQL_WAIT_S, Math.ceil(lockWaitMs / 1_000)),
+    ],
+    true,
+  );
 }
 
-/** MariaDB/MySQL: the assignment that gives a pooled connection its usual `wait_timeout` back. */
-export const MYSQL_RESTORE_WAIT_TIMEOUT = 'SESSION wait_timeout = DEFAULT';
+/**
+ * MariaDB/MySQL: the assignments that give a pooled connection its usual `wait_timeout` and
+ * `innodb_lock_wait_timeout` back.
+ */
+export const MYSQL_RESTORE_WAIT_TIMEOUT =
+  'SESSION wait_timeout = DEFAULT, SESSION innodb_lock_wait_timeout = DEFAULT';
 
 /**
  * The server's id of the session `runner` is connected to (PostgreSQL backend pid, MariaDB/MySQL
