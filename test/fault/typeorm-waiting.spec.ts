@@ -114,6 +114,16 @@ async function ordinaryQuery(ds: DataSource): Promise<number> {
   return performance.now() - t0;
 }
 
+/** The error a typeorm backend's options are refused with (fails the test if accepted). */
+function refusal(config: Record<string, unknown>): Error {
+  try {
+    sqlBackendFactory.validate(config as never, 'backends.db');
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error(`accepted ${JSON.stringify(config)}`);
+}
+
 describe('for-update waiters share a bounded number of connections', () => {
   for (const kind of SERVERS) {
     it(`${kind}, pool 4: 12 concurrent waiters of one key all get it in turn; one waits in the database; ordinary queries still run`, async () => {
@@ -273,14 +283,7 @@ describe('for-update waiters share a bounded number of connections', () => {
       dataSourceOptions: dataSourceOptions('postgres', { poolSize: 4 }),
       strategy: 'for-update' as const,
     };
-    const refused = (config: Record<string, unknown>): Error => {
-      try {
-        sqlBackendFactory.validate({ ...base, ...config } as never, 'backends.db');
-      } catch (err) {
-        return err as Error;
-      }
-      throw new Error(`accepted ${JSON.stringify(config)}`);
-    };
+    const refused = (config: Record<string, unknown>): Error => refusal({ ...base, ...config });
     for (const bad of [-1, 1.5, '2', Number.NaN, Infinity]) {
       const err = refused({ maxWaitingConnections: bad });
       expect(err).toBeInstanceOf(LockConfigError);
@@ -539,14 +542,7 @@ describe('PostgreSQL table, releaseNotifications: false (PgBouncer transaction m
       type: 'typeorm' as const,
       dataSourceOptions: dataSourceOptions('postgres', { poolSize: 4 }),
     };
-    const refused = (config: Record<string, unknown>): Error => {
-      try {
-        sqlBackendFactory.validate({ ...base, ...config } as never, 'backends.db');
-      } catch (err) {
-        return err as Error;
-      }
-      throw new Error(`accepted ${JSON.stringify(config)}`);
-    };
+    const refused = (config: Record<string, unknown>): Error => refusal({ ...base, ...config });
     for (const bad of ['false', 0, 1, null, {}]) {
       const err = refused({ releaseNotifications: bad });
       expect(err).toBeInstanceOf(LockConfigError);
