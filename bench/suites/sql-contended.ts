@@ -142,7 +142,12 @@ async function runPinned(
   } catch (err) {
     failure = err;
   }
-  const peak = await watch.stop(); // stopped either way; the run's own failure comes first
+  let peak: PgConnectionPeak;
+  try {
+    peak = await watch.stop(); // stopped either way
+  } catch (err) {
+    throw run ? err : failure; // the run's own failure says more
+  }
   if (!run) throw failure;
   const bound = PIN_POOL + PIN_LISTENERS;
   if (peak.connections === 0) {
@@ -171,7 +176,7 @@ function handoffTable(
       'each worker process has one waiter, which takes the key, holds it, releases it and thinks ' +
       '(twice a hold, so the key goes to a waiting process rather than back to the releaser) ' +
       'before asking again. Round trip: the median `SELECT 1` on an idle connection of that ' +
-      'database. Wait: asked → granted. The idle gap is the time the key sat free or ' +
+      'database. Wait: asked → granted. The idle gap (below) is the time the key sat free or ' +
       'committing (the release and the next take each commit, and a commit waits for the disk: ' +
       'servers keep their default durability). Release notifications cut the part spent ' +
       'waiting to look: a notified `table` waiter tries again when the release is announced, a ' +
@@ -217,8 +222,9 @@ function pinnedTable(setup: SqlContendedProfile, pinned: readonly PinnedRun[]): 
       "included. Open: the backend's connections, idle ones in its pool too; the suite fails if " +
       'they ever exceed the pool (a `for-update` backend opens no listening connection). In ' +
       'use: those not idle (a statement running or waiting, or a transaction open, as the ' +
-      "holder's is). Waiting in the database: those blocked on a row lock " +
-      '(`wait_event_type = Lock`), the most at once. Only the head of the key’s line in the process waits ' +
+      "holder's is). Waiting in the database: those blocked on a lock (`wait_event_type = " +
+      "Lock`: the head's `SELECT … FOR UPDATE`, or a statement that touches the holder's row " +
+      'while it commits), the most at once. Only the head of the key’s line in the process waits ' +
       'in the database; the other waiters wait in process, on no connection. Before issue 18 ' +
       'each waiter pinned a pooled connection for its whole wait, so 32 waiters on a pool of 4 ' +
       'left none for the holders and ordinary queries. `maxWaitingConnections` bounds the ' +
