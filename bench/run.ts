@@ -23,6 +23,7 @@ import { redisContendedSuite } from './suites/redis-contended';
 import { redisCycleSuite } from './suites/redis-cycle';
 import { sampleAppSuite } from './suites/sample-app';
 import { scaleSuite } from './suites/scale';
+import { sqlContendedSuite } from './suites/sql-contended';
 import { zookeeperSuite } from './suites/zookeeper';
 
 const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
@@ -30,6 +31,7 @@ const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
   'redis-contended': redisContendedSuite,
   zookeeper: zookeeperSuite,
   databases: databasesSuite,
+  'sql-contended': sqlContendedSuite,
   decorator: decoratorSuite,
   'sample-app': sampleAppSuite,
   scale: scaleSuite,

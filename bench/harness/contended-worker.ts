@@ -20,7 +20,9 @@ export type Section = [requestAt: number, grantAt: number, releaseAt: number, re
 
 /** Messages to the runner. */
 export type WorkerMessage =
-  { type: 'ready' } | { type: 'done'; sections: Section[] } | { type: 'failed'; error: string };
+  | { type: 'ready' }
+  | { type: 'done'; sections: Section[]; statements?: number }
+  | { type: 'failed'; error: string };
 
 /** Messages from the runner. */
 export type RunnerMessage = { type: 'go'; endAt: number };
@@ -37,6 +39,7 @@ async function main(): Promise<void> {
     send({ type: 'ready' });
     const { endAt } = await go;
     const sections: Section[] = [];
+    const statementsBefore = contender.statements?.() ?? 0;
     while (machineNowMs() < endAt) {
       const requestAt = machineNowMs();
       const lock = await contender.acquire(orders.key);
@@ -47,7 +50,8 @@ async function main(): Promise<void> {
       sections.push([requestAt, grantAt, releaseAt, machineNowMs()]);
       await sleepMs(orders.thinkMs);
     }
-    send({ type: 'done', sections });
+    const statements = contender.statements ? contender.statements() - statementsBefore : undefined;
+    send({ type: 'done', sections, ...(statements === undefined ? {} : { statements }) });
   } catch (err) {
     send({
       type: 'failed',

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { machineNowMs } from './clock';
 import type { ContenderName, ServerAddresses } from './contenders';
 import type { Profile } from './profile';
-import type { RunnerMessage, Section, WorkerMessage, WorkerOrders } from './contended-worker';
+import type { RunnerMessage, WorkerMessage, WorkerOrders } from './contended-worker';
 import { summarize, type Summary } from './stats';
 
 /** A contended hand-off run: `workers` processes on one key. */
@@ -36,6 +36,11 @@ export interface ContendedResult {
   releaseMs: Summary;
   /** Sections per worker (min..max): how fair the hand-off was. */
   perWorker: number[];
+  /**
+   * SQL contenders: statements all workers sent per section, over the whole run (failed
+   * tries of polling waiters included); absent for the others.
+   */
+  statementsPerSection?: number;
 }
 
 const READY_TIMEOUT_MS = 60_000;
@@ -53,7 +58,7 @@ export async function runContended(options: ContendedOptions): Promise<Contended
   const children: ChildProcess[] = [];
   try {
     const ready: Promise<void>[] = [];
-    const done: Promise<Section[]>[] = [];
+    const done: Promise<WorkerReport>[] = [];
     for (let i = 0; i < options.workers; i++) {
       const child = fork(
         join(process.cwd(), 'bench/harness/contended-worker.ts'),
@@ -83,17 +88,20 @@ export async function runContended(options: ContendedOptions): Promise<Contended
   }
 }
 
-function listen(child: ChildProcess): { ready: Promise<void>; done: Promise<Section[]> } {
+/** What a worker reported when done. */
+type WorkerReport = Omit<Extract<WorkerMessage, { type: 'done' }>, 'type'>;
+
+function listen(child: ChildProcess): { ready: Promise<void>; done: Promise<WorkerReport> } {
   let markReady!: () => void;
   let fail!: (err: Error) => void;
   const ready = new Promise<void>((resolve, reject) => {
     markReady = resolve;
     fail = reject;
   });
-  const done = new Promise<Section[]>((resolve, reject) => {
+  const done = new Promise<WorkerReport>((resolve, reject) => {
     child.on('message', (message: WorkerMessage) => {
       if (message.type === 'ready') markReady();
-      else if (message.type === 'done') resolve(message.sections);
+      else if (message.type === 'done') resolve(message);
       else {
         const err = new Error(`worker ${child.pid} failed: ${message.error}`);
         fail(err);
@@ -125,10 +133,11 @@ async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): P
 
 function analyse(
   options: ContendedOptions,
-  perWorker: Section[][],
+  reports: WorkerReport[],
   from: number,
   to: number,
 ): ContendedResult {
+  const perWorker = reports.map((r) => r.sections);
   const all = perWorker.flat().sort((a, b) => a[1] - b[1]);
   for (let i = 1; i < all.length; i++) {
     // The merged timeline doubles as a mutual-exclusion check: a grant before the previous
@@ -158,6 +167,12 @@ function analyse(
     perWorker: perWorker.map(
       (sections) => sections.filter((s) => s[1] >= from && s[1] < to).length,
     ),
+    ...(reports.every((r) => r.statements !== undefined)
+      ? {
+          statementsPerSection:
+            reports.reduce((sum, r) => sum + (r.statements ?? 0), 0) / (all.length || 1),
+        }
+      : {}),
   };
 }
 
@@ -170,17 +185,34 @@ export function medianRun(runs: readonly ContendedResult[]): ContendedResult {
 /** The issue's hand-off setup: 8 worker processes on one key, each holding 2 ms, thinking 1 ms. */
 export const HANDOFF = { workers: 8, holdMs: 2, thinkMs: 1 } as const;
 
+/** How a suite's contended hand-off runs: processes, section timing, run length and repeats. */
+export interface HandoffSetup {
+  workers: number;
+  holdMs: number;
+  thinkMs: number;
+  /** Measured window of one run (see {@link ContendedOptions.durationMs}). */
+  durationMs: number;
+  /** Runs per contender, taken in turns; the median run is reported. */
+  repeats: number;
+}
+
 /**
  * The hand-off setup a profile runs: the issue's 8 workers, except in the smoke profile, which
- * only proves the suites run (3 workers still contend, at a fraction of the process start-ups).
+ * only proves the suites run (3 workers still contend, at a fraction of the process start-ups);
+ * 3 runs each in the full profile.
  */
-export function handoffFor(profile: Profile): { workers: number; holdMs: number; thinkMs: number } {
-  return { ...HANDOFF, workers: profile.name === 'smoke' ? 3 : HANDOFF.workers };
+export function handoffFor(profile: Profile): HandoffSetup {
+  return {
+    ...HANDOFF,
+    workers: profile.name === 'smoke' ? 3 : HANDOFF.workers,
+    durationMs: profile.contendedMs,
+    repeats: profile.name === 'full' ? 3 : 1,
+  };
 }
 
 /** Every contender's hand-off runs, and the median run of each. */
 export interface HandoffRuns {
-  /** Runs per contender (3 each in the full profile, else 1). */
+  /** Runs per contender (`setup.repeats` each). */
   runs: Record<string, ContendedResult[]>;
   /** The median run of each contender, in the order given. */
   results: ContendedResult[];
@@ -188,29 +220,35 @@ export interface HandoffRuns {
 }
 
 /**
- * Runs each contender through the {@link HANDOFF} setup for the profile's duration, taking
- * turns (ours, peer, peer, ours, ...) so a slow stretch of the machine hits them alike.
+ * Runs each contender through `setup`, taking turns (ours, peer, peer, ours, ...) so a slow
+ * stretch of the machine hits them alike. `roundTripMs`: one store round trip, for the ideal
+ * rate; a function when the contenders talk to different stores.
  */
-export async function runHandoffs(
-  contenders: readonly ContenderName[],
+export async function runHandoffs<N extends ContenderName>(
+  contenders: readonly N[],
   servers: ServerAddresses,
-  roundTripMs: number,
-  profile: Profile,
+  roundTripMs: number | ((contender: N) => number),
+  setup: HandoffSetup,
 ): Promise<HandoffRuns> {
-  const repeats = profile.name === 'full' ? 3 : 1;
   const runs: Record<string, ContendedResult[]> = {};
-  for (let i = 0; i < repeats; i++) {
+  for (let i = 0; i < setup.repeats; i++) {
     for (const contender of contenders) {
       (runs[contender] ??= []).push(
         await runContended({
           contender,
           servers,
-          ...handoffFor(profile),
-          durationMs: profile.contendedMs,
-          roundTripMs,
+          workers: setup.workers,
+          holdMs: setup.holdMs,
+          thinkMs: setup.thinkMs,
+          durationMs: setup.durationMs,
+          roundTripMs: typeof roundTripMs === 'number' ? roundTripMs : roundTripMs(contender),
         }),
       );
     }
   }
-  return { runs, results: contenders.map((c) => medianRun(runs[c])), repeats };
+  return {
+    runs,
+    results: contenders.map((c) => medianRun(runs[c])),
+    repeats: setup.repeats,
+  };
 }

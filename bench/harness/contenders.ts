@@ -6,17 +6,22 @@ import { join } from 'node:path';
 import type { LockModuleOptions } from '../../lib';
 import { zkCode, type ZkClient, type ZkModule } from '../../lib/backends/zookeeper/zk-types';
 import { startLocks } from './nest-locks';
+import { createSqlContender, isSqlContender, type SqlContenderName } from './sql-contenders';
 
 /** One lock implementation as a worker process drives it: acquire (waiting), release. */
 export interface Contender {
   acquire(key: string): Promise<{ release(): Promise<unknown> }>;
   close(): Promise<void>;
+  /** SQL contenders: statements sent so far (what waiting costs the database shows in them). */
+  statements?(): number;
 }
 
 /** Where the servers are, passed from the runner to each worker. */
 export interface ServerAddresses {
   redisUrl: string;
   zkConnect?: string;
+  /** The SQL contenders' lock table (the same name on each database; see sql-contenders.ts). */
+  sqlTable?: string;
 }
 
 /** Every contender the bench knows, by name. */
@@ -26,7 +31,8 @@ export type ContenderName =
   | 'redis-semaphore'
   | 'raw-redis-floor'
   | 'ours-zookeeper'
-  | 'raw-zookeeper';
+  | 'raw-zookeeper'
+  | SqlContenderName;
 
 /** Long enough never to give up under 8-way contention in a bench run. */
 const WAIT_MS = 60_000;
@@ -45,6 +51,10 @@ export async function createContender(
   name: ContenderName,
   servers: ServerAddresses,
 ): Promise<Contender> {
+  if (isSqlContender(name)) {
+    if (!servers.sqlTable) throw new Error('no SQL lock table given');
+    return createSqlContender(name, servers.sqlTable);
+  }
   switch (name) {
     case 'ours-redis':
       return ours({ backends: { redis: { type: 'redis', url: servers.redisUrl } } });

@@ -12,6 +12,20 @@ export interface Profile {
   orders: number;
   /** The scale suite's sizes and windows (issue 18, item 5). */
   scale: ScaleProfile;
+  /** The contended SQL suite's sizes and windows (issue 18, item 3). */
+  sqlContended: SqlContendedProfile;
+}
+
+/** How far the contended SQL suite goes. */
+export interface SqlContendedProfile {
+  /** Worker processes taking one key in turn (one waiter each). */
+  workers: number;
+  /** Length of one hand-off run, ms (the first 10% is left out as ramp-up). */
+  handoffMs: number;
+  /** Concurrent waiters on one key in one process, for the connections they pin. */
+  waiters: number;
+  /** Length of one waiters run, ms. */
+  waitersMs: number;
 }
 
 /** How far the scale suite goes: the sizes it measures, and how long it watches each. */
@@ -58,6 +72,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     contendedMs: 3_000,
     orders: 300,
     scale: smallScale(3_000),
+    sqlContended: { workers: 4, handoffMs: 3_000, waiters: 32, waitersMs: 3_000 },
   },
   full: {
     name: 'full',
@@ -74,6 +89,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
       waitersMs: 10_000,
       keys: [1_000, 100_000],
     },
+    sqlContended: { workers: 4, handoffMs: 8_000, waiters: 32, waitersMs: 6_000 },
   },
   smoke: {
     name: 'smoke',
@@ -83,5 +99,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     contendedMs: 500,
     orders: 40,
     scale: smallScale(1_000),
+    // Two workers still hand the key over, at half the process start-ups.
+    sqlContended: { workers: 2, handoffMs: 400, waiters: 32, waitersMs: 400 },
   },
 };

@@ -1,17 +1,17 @@
 /**
- * One process of a scale-suite waiters run (forked by harness/waiters.ts): `loops` concurrent
+ * One process of a waiters run (forked by harness/waiters.ts): `loops` concurrent
  * waiters on one shared key, each taking it, holding it `holdMs`, releasing, and asking again
  * at once, every section timed on the machine-wide monotonic clock.
  */
 import { machineNowMs, sleepMs } from './clock';
 import type { Section } from './contended-worker';
 import { startLocks } from './nest-locks';
-import { scaleModuleOptions, type ScaleStore } from './scale-store';
+import type { LockModuleOptions } from '../../lib';
 
 /** The worker's orders, passed as JSON in argv[2]. */
 export interface WaitersOrders {
-  store: ScaleStore;
-  keyPrefix: string;
+  /** The module this process boots (its defaults give the waiters their waitTimeout). */
+  options: LockModuleOptions;
   key: string;
   /** Concurrent waiters in this process. */
   loops: number;
@@ -25,9 +25,6 @@ export type WaitersMessage =
 /** Messages from the runner. */
 export type WaitersCommand = { type: 'go'; endAt: number };
 
-/** Long enough that no waiter gives up while 1,000 take turns before it. */
-const WAIT_MS = 300_000;
-
 async function main(): Promise<void> {
   const orders = JSON.parse(process.argv[2]) as WaitersOrders;
   // Resolves once the message is written (its callback; send's `false` only means it is queued):
@@ -37,9 +34,7 @@ async function main(): Promise<void> {
       if (!process.send) return resolve();
       process.send(message, undefined, {}, () => resolve());
     });
-  const app = await startLocks(
-    scaleModuleOptions(orders.store, { waitTimeout: WAIT_MS, ttl: 30_000 }, orders.keyPrefix),
-  );
+  const app = await startLocks(orders.options);
   try {
     // Connections, subscriptions and JIT warmed on a key of our own before the clock starts.
     for (let i = 0; i < 20; i++)

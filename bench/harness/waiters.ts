@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { machineNowMs } from './clock';
 import type { Section } from './contended-worker';
-import type { ScaleStore } from './scale-store';
+import type { LockModuleOptions } from '../../lib';
+import { scaleModuleOptions, type ScaleStore } from './scale-store';
 import { summarize, type Summary } from './stats';
 import type { WaitersCommand, WaitersMessage, WaitersOrders } from './waiters-worker';
 import { forkWorker, type WorkerProcess } from './worker-process';
 
-/** What `waiters` concurrent waiters on one key achieved. */
-export interface WaitersResult {
-  store: ScaleStore['kind'];
+/** What concurrent waiters on one key achieved. */
+export interface WaitersRun {
   waiters: number;
   processes: number;
   /** Sections granted in the measured window. */
@@ -24,10 +24,17 @@ export interface WaitersResult {
   jain: number;
 }
 
+/** What `waiters` concurrent waiters on one key of a scale-suite store achieved. */
+export interface WaitersResult extends WaitersRun {
+  store: ScaleStore['kind'];
+}
+
 /** Processes the waiters are spread over (each store but memory: locks across processes). */
 const MAX_PROCESSES = 4;
 /** The short critical section every waiter runs. */
 export const WAITER_HOLD_MS = 1;
+/** Waiters' defaults: long enough that no waiter gives up while 1,000 take turns before it. */
+export const WAITER_DEFAULTS = { waitTimeout: 300_000, ttl: 30_000 } as const;
 const READY_TIMEOUT_MS = 60_000;
 
 /**
@@ -41,13 +48,27 @@ export async function runWaiters(
   durationMs: number,
 ): Promise<WaitersResult> {
   const processes = store.kind === 'memory' ? 1 : Math.min(waiters, MAX_PROCESSES);
-  const run = randomUUID().slice(0, 8);
+  const prefix = `scale:w:${randomUUID().slice(0, 8)}:`;
+  const options = scaleModuleOptions(store, WAITER_DEFAULTS, prefix);
+  return { store: store.kind, ...(await runWaitersOn(options, waiters, processes, durationMs)) };
+}
+
+/**
+ * `waiters` waiters on one key, spread over `processes` worker processes that each boot
+ * `LockModule.forRoot(options)` (plain JSON: it crosses to the worker), taking the key in turn
+ * for `durationMs`; their timelines merged, the first 10% left out as ramp-up.
+ */
+export async function runWaitersOn(
+  options: LockModuleOptions,
+  waiters: number,
+  processes: number,
+  durationMs: number,
+): Promise<WaitersRun> {
   const workers: WorkerProcess<WaitersMessage>[] = [];
   try {
     for (let p = 0; p < processes; p++) {
       const orders: WaitersOrders = {
-        store,
-        keyPrefix: `scale:w:${run}:`,
+        options,
         key: 'one-key',
         loops: Math.floor(waiters / processes) + (p < waiters % processes ? 1 : 0),
         holdMs: WAITER_HOLD_MS,
@@ -63,7 +84,6 @@ export async function runWaiters(
       workers.map((w) => w.next('done', durationMs * 1.1 + waiters * 100 + READY_TIMEOUT_MS)),
     );
     return analyse(
-      store,
       processes,
       done.flatMap((d) => d.sections),
       goAt + durationMs * 0.1,
@@ -74,18 +94,12 @@ export async function runWaiters(
   }
 }
 
-function analyse(
-  store: ScaleStore,
-  processes: number,
-  perWaiter: Section[][],
-  from: number,
-  to: number,
-): WaitersResult {
+function analyse(processes: number, perWaiter: Section[][], from: number, to: number): WaitersRun {
   const all = perWaiter.flat().sort((a, b) => a[1] - b[1]);
   for (let i = 1; i < all.length; i++) {
     // A grant before the previous holder sent its release would be two holders at once.
     if (all[i][1] < all[i - 1][2]) {
-      throw new Error(`${store.kind}: two holders at once (sections ${i - 1} and ${i})`);
+      throw new Error(`waiters: two holders at once (sections ${i - 1} and ${i})`);
     }
   }
   const inWindow = (s: Section): boolean => s[1] >= from && s[1] < to;
@@ -94,7 +108,6 @@ function analyse(
   const squares = counts.reduce((a, b) => a + b * b, 0);
   const window = all.filter(inWindow);
   return {
-    store: store.kind,
     waiters: perWaiter.length,
     processes,
     sections: window.length,

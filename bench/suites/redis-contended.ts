@@ -16,14 +16,14 @@ const CONTENDERS: ContenderName[] = ['ours-redis', 'redis-semaphore', 'redlock']
 export async function redisContendedSuite(profile: Profile): Promise<SuiteResult> {
   const started = performance.now();
   const roundTripMs = await redisRoundTripMs();
+  const handoff = handoffFor(profile);
   const { runs, results, repeats } = await runHandoffs(
     CONTENDERS,
     { redisUrl: MACHINE_REDIS_URL },
     roundTripMs,
-    profile,
+    handoff,
   );
   const ours = results[0];
-  const handoff = handoffFor(profile);
   const maxWaitBound = 2 * handoff.workers * (ours.meanHoldMs + roundTripMs);
   return {
     id: 'redis-contended',

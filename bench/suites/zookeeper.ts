@@ -46,7 +46,7 @@ export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
       CONTENDERS,
       servers,
       roundTripMs,
-      profile,
+      handoff,
     );
     const [floor, oursCycle] = cycle;
     return {

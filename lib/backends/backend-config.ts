@@ -172,6 +172,17 @@ export interface TypeormBackendConfig {
    */
   maxWaitingConnections?: number;
   /**
+   * `table` only, PostgreSQL: whether waiters are woken by release notifications (default
+   * `true`). The backend then keeps one `LISTEN` connection of its own, outside the pool, and a
+   * waiter gets the lock within a round trip of its release. `false` opens no listening
+   * connection: waiters poll with back-off and jitter (5–250 ms), as on MariaDB and SQLite. Set
+   * it behind PgBouncer in transaction pooling mode (which breaks `LISTEN`), or where the host
+   * caps connections and one more per backend is too many. Releases are still announced (the
+   * release statement's `pg_notify`), so other instances that listen still wake at once. No
+   * effect on MySQL/MariaDB and SQLite, whose waiters always poll.
+   */
+  releaseNotifications?: boolean;
+  /**
    * How many fence counter rows the lock table keeps (default 4 096, at most 1 048 576): each
    * key draws its fences from one of them (picked from its SHA-256), so the table stays bounded
    * however many distinct keys are locked. More buckets means fewer keys serialised on one

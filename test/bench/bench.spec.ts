@@ -9,9 +9,12 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DistinctKeysResult } from '../../bench/harness/distinct-keys';
+import type { ContendedResult } from '../../bench/harness/contended';
 import type { HeldResult } from '../../bench/harness/held';
+import type { PgConnectionPeak } from '../../bench/harness/pg-connections';
+import { SQL_CONTENDERS } from '../../bench/harness/sql-contenders';
 import type { BenchRun, SuiteResult } from '../../bench/harness/result';
-import type { WaitersResult } from '../../bench/harness/waiters';
+import type { WaitersResult, WaitersRun } from '../../bench/harness/waiters';
 import { readmeBlock, renderReadmeBlock } from '../../bench/report/readme';
 
 const SUITES = [
@@ -19,6 +22,7 @@ const SUITES = [
   'redis-contended',
   'zookeeper',
   'databases',
+  'sql-contended',
   'decorator',
   'sample-app',
   'scale',
@@ -77,6 +81,7 @@ describe('npm run bench', () => {
         }
       }
       expectScaleFigures(run.suites.find((s) => s.id === 'scale')!);
+      expectSqlContendedFigures(run.suites.find((s) => s.id === 'sql-contended')!);
       // Every target the issues set is checked in every run, with a finite measurement (the
       // scale suite's only where the profile reaches their sizes: not in smoke).
       const targets = run.suites.flatMap((s) => s.targets);
@@ -167,4 +172,38 @@ function expectScaleFigures(suite: SuiteResult): void {
     if (r.store !== 'zookeeper') expect(r.settled).toBeGreaterThan(0);
   }
   expect(suite.charts.every((c) => c.growth && c.points.length > 0)).toBe(true);
+}
+
+/**
+ * The contended SQL suite's figures are well formed in smoke: every lock handed the key over
+ * between processes and counted its statements; the pinned-connections runs were seen by
+ * PostgreSQL (some connections, never more than the pool of 4, no more in use than open) and
+ * granted the key. Not timings.
+ */
+function expectSqlContendedFigures(suite: SuiteResult): void {
+  const { runs, pinned } = suite.data as {
+    runs: Record<string, ContendedResult[]>;
+    pinned: Array<WaitersRun & { cap: number | null; peak: PgConnectionPeak }>;
+  };
+  expect(Object.keys(runs)).toEqual(Object.keys(SQL_CONTENDERS));
+  for (const [contender, [run]] of Object.entries(runs)) {
+    // Named, so a failure says whose run it was; a section costs at least a take and a release.
+    expect([
+      contender,
+      run.sections > 0,
+      run.idleGapMs.n > 0,
+      (run.statementsPerSection ?? 0) >= 2,
+    ]).toEqual([contender, true, true, true]);
+  }
+  expect(pinned.map((r) => r.cap ?? 'default')).toEqual(['default', 0]);
+  for (const r of pinned) {
+    expect(r.waiters).toBe(32);
+    expect(r.processes).toBe(1);
+    expect(r.sections).toBeGreaterThan(0);
+    expect(r.peak.samples).toBeGreaterThan(0);
+    expect(r.peak.connections).toBeGreaterThan(0);
+    expect(r.peak.connections).toBeLessThanOrEqual(4);
+    expect(r.peak.inUse).toBeLessThanOrEqual(r.peak.connections);
+    expect(r.peak.waitingInDatabase).toBeLessThanOrEqual(r.peak.inUse);
+  }
 }

@@ -5,12 +5,15 @@
  * of one key, in turn, while ordinary queries still get a connection; waiters past the cap still
  * get their locks, time out and abort on time, and leave nothing pinned. PostgreSQL `table`:
  * waiters are woken by the release's NOTIFY, counted in take attempts (a polling waiter makes
- * many, a notified one about two), and the listening connection comes back when it is killed.
+ * many, a notified one about two), and the listening connection comes back when it is killed;
+ * with `releaseNotifications: false` no listening connection is opened, its waiters poll, and
+ * its releases still wake the waiters of instances that listen.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { RowDataPacket } from 'mysql2/promise';
 import { DataSource, type DataSourceOptions } from 'typeorm';
+import type { TypeormBackendConfig } from '../../lib/backends/backend-config';
 import { sqlBackendFactory } from '../../lib/backends/sql/sql.factory';
 import { TableStrategy } from '../../lib/backends/sql/table.strategy';
 import { LockConfigError, LockNotAcquiredError } from '../../lib/errors/lock.errors';
@@ -109,6 +112,16 @@ async function ordinaryQuery(ds: DataSource): Promise<number> {
   const t0 = performance.now();
   await ds.query('SELECT 1 AS one');
   return performance.now() - t0;
+}
+
+/** The error a typeorm backend's options are refused with (fails the test if accepted). */
+function refusal(config: Record<string, unknown>): Error {
+  try {
+    sqlBackendFactory.validate(config as never, 'backends.db');
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error(`accepted ${JSON.stringify(config)}`);
 }
 
 describe('for-update waiters share a bounded number of connections', () => {
@@ -270,14 +283,7 @@ describe('for-update waiters share a bounded number of connections', () => {
       dataSourceOptions: dataSourceOptions('postgres', { poolSize: 4 }),
       strategy: 'for-update' as const,
     };
-    const refused = (config: Record<string, unknown>): Error => {
-      try {
-        sqlBackendFactory.validate({ ...base, ...config } as never, 'backends.db');
-      } catch (err) {
-        return err as Error;
-      }
-      throw new Error(`accepted ${JSON.stringify(config)}`);
-    };
+    const refused = (config: Record<string, unknown>): Error => refusal({ ...base, ...config });
     for (const bad of [-1, 1.5, '2', Number.NaN, Infinity]) {
       const err = refused({ maxWaitingConnections: bad });
       expect(err).toBeInstanceOf(LockConfigError);
@@ -442,4 +448,129 @@ describe('PostgreSQL table: waiters are woken by the release (LISTEN/NOTIFY)', (
       await mariaTable.drop();
     }
   }, 60_000);
+});
+
+/** Connections of `applicationName` to the test database: each one's pid and last statement. */
+async function connectionsOf(
+  applicationName: string,
+): Promise<Array<{ pid: number; query: string }>> {
+  const rows = await adminQuery(
+    'postgres',
+    `SELECT pid, query FROM pg_stat_activity WHERE application_name = $1`,
+    [applicationName],
+  );
+  return rows.map((row) => ({ pid: Number(row.pid), query: String(row.query) }));
+}
+
+describe('PostgreSQL table, releaseNotifications: false (PgBouncer transaction mode, capped hosts)', () => {
+  it('opens no LISTEN connection; its waiters poll and still get a lock released by another backend; its releases still wake a listening waiter', async () => {
+    const quiet = `ndl-quiet-${randomBytes(4).toString('hex')}`;
+    const listening = `ndl-listen-${randomBytes(4).toString('hex')}`;
+    const table = scratchTable('postgres', 'wait_quiet');
+    const prefix = `quiet-${randomUUID()}:`;
+    const apps: LockTestApp[] = [];
+    const app = async (applicationName: string, extra: Partial<TypeormBackendConfig> = {}) => {
+      const made = await createLockApp(
+        typeormOptions(
+          table.dataSourceOptions({ poolSize: 4, applicationName }),
+          'table',
+          table.name,
+          prefix,
+          extra,
+        ),
+      );
+      apps.push(made);
+      return made;
+    };
+    try {
+      const polling = await app(quiet, { releaseNotifications: false });
+      const holder = await app(`ndl-holder-${randomBytes(4).toString('hex')}`);
+
+      // A waiter of the polling backend, its key held by another backend (as another process
+      // would hold it): while it waits, no connection of its backend listens, and it has no
+      // more connections than its pool.
+      const held = await holder.locks.acquire('k');
+      const takes = countTakes(`${prefix}k`);
+      let waiter: Promise<Lock> | undefined;
+      try {
+        waiter = polling.locks.acquire('k', { waitTimeout: 20_000 });
+        await sleep(1_500);
+        const during = await connectionsOf(quiet);
+        expect(during.length).toBeGreaterThan(0); // the waiter's own tries are counted here
+        expect(during.length).toBeLessThanOrEqual(4);
+        expect(during.filter((c) => /^\s*LISTEN\b/i.test(c.query))).toEqual([]);
+        const t0 = performance.now();
+        await held.release();
+        const lock = await within(waiter, 5_000, 'the polling waiter');
+        const afterReleaseMs = performance.now() - t0;
+        const attempts = takes.count();
+        timings.push(
+          `releaseNotifications false, 1.5 s hold: ${attempts} take attempts, granted ${Math.round(afterReleaseMs)} ms after the release`,
+        );
+        // Polling: tries every 5-250 ms of back-off (a notified waiter makes at most 4, above),
+        // and one within a back-off step of the release gets the key.
+        expect(attempts).toBeGreaterThanOrEqual(8);
+        expect(afterReleaseMs).toBeLessThan(500);
+        expect(lock.fence as number).toBeGreaterThan(held.fence as number);
+
+        // Its release is still announced: a waiter of a listening backend wakes at once.
+        const listener = await app(listening);
+        const notified = await handOff(polling, listener, `${prefix}k2`, 'k2', 1_500, 2_500);
+        timings.push(
+          `released by a releaseNotifications-false backend: listening waiter ${notified.attempts} take attempts (${Math.round(notified.afterReleaseMs)} ms)`,
+        );
+        expect(notified.attempts).toBeLessThanOrEqual(4);
+        expect(notified.afterReleaseMs).toBeLessThan(500);
+        await lock.release();
+      } finally {
+        takes.restore();
+        if (waiter) await settle(waiter);
+      }
+      // Still no listening connection after its waits; the listening backend has exactly one.
+      expect((await connectionsOf(quiet)).filter((c) => /^\s*LISTEN\b/i.test(c.query))).toEqual([]);
+      expect(
+        (await connectionsOf(listening)).filter((c) => /^\s*LISTEN\b/i.test(c.query)),
+      ).toHaveLength(1);
+    } finally {
+      for (const made of apps) await made.close();
+      await table.drop();
+    }
+  }, 60_000);
+
+  it('is checked at bootstrap before any I/O, naming the field: a boolean, for strategy table', async () => {
+    const base = {
+      type: 'typeorm' as const,
+      dataSourceOptions: dataSourceOptions('postgres', { poolSize: 4 }),
+    };
+    const refused = (config: Record<string, unknown>): Error => refusal({ ...base, ...config });
+    for (const bad of ['false', 0, 1, null, {}]) {
+      const err = refused({ releaseNotifications: bad });
+      expect(err).toBeInstanceOf(LockConfigError);
+      expect(err.message).toMatch(/backends\.db\.releaseNotifications.*true or false/);
+    }
+    for (const strategy of ['for-update', 'advisory']) {
+      const err = refused({ releaseNotifications: false, strategy });
+      expect(err).toBeInstanceOf(LockConfigError);
+      expect(err.message).toMatch(/backends\.db\.releaseNotifications.*strategy "table"/);
+    }
+    for (const value of [true, false]) {
+      expect(() =>
+        sqlBackendFactory.validate({ ...base, releaseNotifications: value }, 'backends.db'),
+      ).not.toThrow();
+    }
+    // Through the module, on a port nothing listens on: the option is refused before any
+    // connection is tried (a connection error would be a LockBackendError).
+    const boot = await settle(
+      createLockApp(
+        typeormOptions({ ...base.dataSourceOptions, port: 1 }, 'table', 'lock_conf', 'x:', {
+          releaseNotifications: 'no' as unknown as boolean,
+        }),
+      ),
+    );
+    expect(boot.ok).toBe(false);
+    if (!boot.ok) {
+      expect(boot.error).toBeInstanceOf(LockConfigError);
+      expect((boot.error as Error).message).toMatch(/backends\.db\.releaseNotifications/);
+    }
+  });
 });

@@ -51,6 +51,11 @@ export interface SqlLockBackendOptions {
    * absent: {@link defaultWaitingConnections} of the pool size.
    */
   readonly maxWaitingConnections?: number;
+  /**
+   * PostgreSQL `table`: whether waiters listen for release notifications (a `LISTEN` connection
+   * per backend); `false`: they poll with back-off. Default `true`.
+   */
+  readonly releaseNotifications?: boolean;
 }
 
 /**
@@ -72,7 +77,8 @@ export interface SqlLockBackendOptions {
  * `maxWaitingConnections` slots is free, else tries without waiting and sleeps until a slot or a
  * pin frees; so waiters pin one connection per key waited on, and never more than the cap. A
  * `table` head tries, then sleeps until the release is announced (PostgreSQL `LISTEN`/`NOTIFY`,
- * see {@link PgReleaseListener}), the lease it waits for runs out, or a back-off passes.
+ * see {@link PgReleaseListener}, unless `releaseNotifications` is off), the lease it waits for
+ * runs out, or a back-off passes.
  */
 export class SqlLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities;
@@ -93,6 +99,7 @@ export class SqlLockBackend implements LockBackend {
   readonly #strategy: SqlLockStrategy;
   readonly #backendName: string;
   readonly #maxWaitingConnections?: number;
+  readonly #releaseNotifications: boolean;
   readonly #lines = new KeyWaitLines();
   readonly #slots = new DatabaseWaitSlots();
   /** Keys a session try is under way for: a second try of the same key answers busy at once. */
@@ -115,6 +122,7 @@ export class SqlLockBackend implements LockBackend {
     this.#strategy = strategy;
     this.#backendName = backendName;
     this.#maxWaitingConnections = options.maxWaitingConnections;
+    this.#releaseNotifications = options.releaseNotifications ?? true;
     this.#pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
     const waitsInDatabase = strategy.kind === 'session' && strategy.waitsInDatabase;
     this.capabilities = {
@@ -362,11 +370,16 @@ export class SqlLockBackend implements LockBackend {
     return Math.min(NOTIFIED_FALLBACK_MAX_MS, info.remainingMs + slack);
   }
 
-  /** The release listener of a PostgreSQL `table` backend, made on first use. */
+  /**
+   * The release listener of a PostgreSQL `table` backend, made on first use; none when
+   * `releaseNotifications` is off (PgBouncer in transaction mode, a cap on connections).
+   */
   private releaseListener(db: SqlDatabase): PgReleaseListener | undefined {
     if (this.#listener === undefined && !this.#closed) {
       const newClient =
-        db.dialect.family === 'postgres' ? pgClientFactory(db.dataSource) : undefined;
+        db.dialect.family === 'postgres' && this.#releaseNotifications
+          ? pgClientFactory(db.dataSource)
+          : undefined;
       const logger = new Logger('LockService');
       this.#listener = newClient
         ? new PgReleaseListener(

@@ -35,6 +35,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'startup',
   'sessionTimeout',
   'maxWaitingConnections',
+  'releaseNotifications',
   'fenceBuckets',
 ]);
 type StrategyName = NonNullable<TypeormBackendConfig['strategy']>;
@@ -111,6 +112,15 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
         throw new LockConfigError(
           `${field}.maxWaitingConnections`,
           'applies to strategy "for-update" only (the one whose waiters wait in the database on a connection)',
+        );
+      }
+    }
+    if (config.releaseNotifications !== undefined) {
+      checkBoolean(config.releaseNotifications, `${field}.releaseNotifications`);
+      if (strategy !== 'table') {
+        throw new LockConfigError(
+          `${field}.releaseNotifications`,
+          'applies to strategy "table" only (the one whose waiters listen for releases on PostgreSQL)',
         );
       }
     }
@@ -194,7 +204,10 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       STRATEGIES[strategy].make(sessionTimeoutMs),
       name,
       sessionTimeoutMs,
-      { maxWaitingConnections: config.maxWaitingConnections },
+      {
+        maxWaitingConnections: config.maxWaitingConnections,
+        releaseNotifications: config.releaseNotifications ?? true,
+      },
     );
     if (owned) {
       try {
