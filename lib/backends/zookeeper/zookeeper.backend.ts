@@ -401,8 +401,9 @@ export class ZookeeperLockBackend implements LockBackend {
     known?: ZkStat | null,
   ): Promise<{ place: QueuePlace; stat: ZkStat | null }> {
     const own = basename(path);
-    if (known)
+    if (known) {
       return { place: placeInQueue(await this.session.getChildren(dir), own), stat: known };
+    }
     const [stat, children] = this.session.batch(() => [
       this.session.exists(path),
       this.session.getChildren(dir),
