@@ -1,4 +1,4 @@
-import { Pulse } from './wake-up';
+import { Pulse } from '../../core/shared/wake-up';
 
 /**
  * How many connections of a backend may wait in the database at once (`maxWaitingConnections`).

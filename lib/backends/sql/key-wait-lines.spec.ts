@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { KeyWaitLines, type LinePlace } from './key-wait-lines';
-import { Pulse, sleepUntilWoken } from './wake-up';
+import { Pulse, sleepUntilWoken } from '../../core/shared/wake-up';
 
 const never = (): AbortSignal => new AbortController().signal;
 const tick = (ms = 0): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

@@ -4,7 +4,7 @@ import { LockBackendError } from '../../errors/lock.errors';
 import { nextFence } from './fence-counter';
 import type { SqlDatabase } from './sql-database';
 import type { SqlDataSource, SqlRunner } from './typeorm-types';
-import { Pulse } from './wake-up';
+import { Pulse } from '../../core/shared/wake-up';
 
 /** One held lock and the connection it lives on. */
 export interface Pinned {

@@ -1,4 +1,4 @@
-import type { WakeSource } from './wake-up';
+import type { WakeSource } from '../../core/shared/wake-up';
 
 /** A waiter's interest in one key's release (see {@link ReleaseNotices.expect}). */
 export interface ReleaseNotice {

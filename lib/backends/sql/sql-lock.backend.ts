@@ -27,7 +27,7 @@ import type { LeaseStrategy, SessionStrategy, SqlLockStrategy } from './sql-lock
 import { endSession, sessionIdOf } from './sql-sessions';
 import type { SqlSource } from './sql-source';
 import type { SqlRunner } from './typeorm-types';
-import { sleepUntilWoken } from './wake-up';
+import { sleepUntilWoken } from '../../core/shared/wake-up';
 
 /** MariaDB waits in whole seconds: below one, a waiter polls (NOWAIT) this often, ms (plus jitter). */
 const SUBSECOND_POLL_MS = 25;

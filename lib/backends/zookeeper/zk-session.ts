@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
 import { withTimeout } from '../../core/shared/timers';
+import { Pulse, sleepUntilWoken, type WakeSource } from '../../core/shared/wake-up';
 import { ZkConnectionState } from './zk-connection-state';
 import { AUTH_FAILED, ZkTimeoutError, ZkUnavailableError } from './zk-errors';
 import {
@@ -63,8 +64,8 @@ export class ZkSession {
   private reportedDown = false;
   /** While bootstrap waits for the first connection (it logs the outcome itself). */
   private starting = false;
-  /** Callers waiting for the connection state to change. */
-  private readonly waiters = new Set<() => void>();
+  /** Wakes whoever waits for the connection state (or the session) to change. */
+  private readonly change = new Pulse();
   private readonly logger = new Logger('LockService');
   private sessionLostListener: (reason: string) => void = () => undefined;
   /** Whether anything depends on the session right now (only then is silence a loss). */
@@ -74,6 +75,12 @@ export class ZkSession {
     private readonly zk: ZkModule,
     private readonly options: ZkSessionOptions,
   ) {}
+
+  /**
+   * Wake source told at every change of connection state and when the session is replaced
+   * (see {@link generation}), for waits that must not outlive the connection they rely on.
+   */
+  readonly changes: WakeSource = this.change.source;
 
   /** Registers the listener told that held nodes are gone. */
   onSessionLost(listener: (reason: string) => void): void {
@@ -152,7 +159,7 @@ export class ZkSession {
     this.closed = true;
     clearInterval(this.probeTimer);
     clearInterval(this.checkTimer);
-    this.wake();
+    this.change.fire();
     this.client.removeAllListeners();
     this.client.close();
   }
@@ -183,6 +190,16 @@ export class ZkSession {
 
   getChildren(path: string, wait: ConnectionWait = 'fail-fast'): Promise<string[]> {
     return this.request<string[]>((c, cb) => c.getChildren(path, undefined, cb), wait);
+  }
+
+  /**
+   * Arms `watcher` on `path` (told of its deletion or change) with a data read, as Curator does:
+   * unlike `exists`, a read of a missing node (NO_NODE) leaves no watch behind, where an `exists`
+   * would keep one waiting for a creation that never comes (a sequential node's name is never
+   * reused) in the client and the server for the whole session.
+   */
+  watchNode(path: string, watcher: (e: ZkEvent) => void): Promise<void> {
+    return this.request<void>((c, cb) => c.getData(path, watcher, (err) => cb(err, undefined)));
   }
 
   /**
@@ -287,19 +304,7 @@ export class ZkSession {
 
   /** Resolves at the next change of connection state (or client), or after `maxMs`. */
   private nextChange(maxMs: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        this.waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, maxMs);
-      this.waiters.add(done);
-    });
-  }
-
-  private wake(): void {
-    for (const waiter of [...this.waiters]) waiter();
+    return sleepUntilWoken(maxMs, undefined, [this.changes]);
   }
 
   /**
@@ -378,7 +383,7 @@ export class ZkSession {
         `ZooKeeper unreachable (${down.message}); lock calls fail at once until it answers`,
       );
     }
-    this.wake();
+    this.change.fire();
   }
 
   /**
@@ -401,7 +406,7 @@ export class ZkSession {
     old.close();
     this.newClient();
     this.lastAckSentAt = monotonicNow();
-    this.wake();
+    this.change.fire();
   }
 
   private startLiveness(): void {

@@ -68,6 +68,12 @@ export interface ZkClient {
     watcher: ((e: ZkEvent) => void) | undefined,
     cb: Callback<string[]>,
   ): void;
+  /** Reads a node's data; `watcher` is armed only when the node exists. */
+  getData(
+    path: string,
+    watcher: ((e: ZkEvent) => void) | undefined,
+    cb: Callback<Buffer | null>,
+  ): void;
   /** A multi-op request (one round trip, applied atomically). */
   transaction(): ZkTransaction;
 }

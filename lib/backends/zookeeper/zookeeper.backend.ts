@@ -2,6 +2,7 @@ import { LockBackendError } from '../../errors/lock.errors';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
 import { sleep, withTimeout } from '../../core/shared/timers';
+import { sleepUntilWoken, type WakeSource } from '../../core/shared/wake-up';
 import type {
   GrantRequest,
   LockBackend,
@@ -12,15 +13,20 @@ import type {
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
 import { ZkUnavailableError } from './zk-errors';
-import { encodeKey, nodePrefix, sortLockNodes, zxidToNumber } from './zk-paths';
+import {
+  encodeKey,
+  nodePrefix,
+  placeInQueue,
+  sortLockNodes,
+  zxidToNumber,
+  type QueuePlace,
+} from './zk-paths';
 import type { ConnectionWait, ZkSession } from './zk-session';
 import { zkCode, type ZkModule, type ZkStat } from './zk-types';
 
 /** Existence checks per multi request of a batched renewal. */
 const MULTI_CHECKS = 1_000;
 
-/** Longest single wait on a predecessor's watch before re-reading the queue anyway. */
-const MAX_WATCH_WAIT_MS = 1_000;
 /** Attempts at creating our node when the connection drops or the key node vanishes. */
 const CREATE_ATTEMPTS = 5;
 /** Attempts at deleting a node of ours before giving up the whole session. */
@@ -98,8 +104,8 @@ export class ZookeeperLockBackend implements LockBackend {
   async tryAcquire({ key, token }: GrantRequest): Promise<LockGrant | null> {
     const dir = this.dirOf(key);
     const path = await this.createNode(dir, token);
-    const { queue, stat } = await this.readQueue(dir, path);
-    if (queue[0] === basename(path)) return this.granted(key, token, path, stat);
+    const { place, stat } = await this.readQueue(dir, path);
+    if (place.kind === 'first') return this.granted(key, token, path, stat);
     await this.removeQuietly(dir, token, path); // one try: leave the queue again
     return null;
   }
@@ -157,8 +163,8 @@ export class ZookeeperLockBackend implements LockBackend {
           const read = await untilAborted(this.readQueue(dir, path, ownStat), signal);
           if (read === ABORTED) return null;
           ownStat = read.stat;
-          const index = read.queue.indexOf(basename(path));
-          if (index === 0) {
+          const { place } = read;
+          if (place.kind === 'first') {
             const grant = await this.granted(key, token, path, read.stat);
             path = undefined; // ours now (or removed, if it was an abandoned session's)
             if (grant) return grant;
@@ -166,18 +172,29 @@ export class ZookeeperLockBackend implements LockBackend {
             continue; // queue again under the current session
           }
           if (remaining <= 0) return null;
-          if (index < 0) {
+          if (place.kind === 'gone') {
             // Our node is gone (the session was replaced): queue again.
             path = undefined;
             ownStat = undefined;
             continue;
           }
           onQueued?.();
-          const predecessor = `${dir}/${read.queue[index - 1]}`;
-          // One watch per predecessor: re-arm only when it fired or the predecessor changed
-          // (the client keeps every watcher it is given, so one per loop would pile up).
-          if (watch?.path !== predecessor || watch.fired) watch = this.watchDeletion(predecessor);
-          await this.waitAtMost(watch.done, Math.min(remaining, MAX_WATCH_WAIT_MS), signal);
+          const predecessor = `${dir}/${place.predecessor}`;
+          // One watch per predecessor: re-arm only when it fired, the predecessor changed, or
+          // the session was replaced (the old client's watches never fire). The client keeps
+          // every watcher it is given, so one per loop would pile up.
+          if (
+            watch?.path !== predecessor ||
+            watch.fired ||
+            watch.generation !== this.session.generation
+          ) {
+            watch = this.watchDeletion(predecessor);
+          }
+          // Nothing is read again until the watch fires (Curator's wait): a periodic re-read
+          // costs each waiter a read of the whole queue, n waiters n reads of n names, queued
+          // on the session ahead of the read that hands the lock over (issue 18: 1,000
+          // waiters made 7 sections in 10 s).
+          await sleepUntilWoken(remaining, signal, [watch.source, this.sessionTrouble(placedIn)]);
         } catch (err) {
           if (signal.aborted) return null;
           if (!this.session.isConnectionError(err) || remaining <= 0) throw err;
@@ -374,23 +391,26 @@ export class ZookeeperLockBackend implements LockBackend {
   }
 
   /**
-   * The sorted queue and our node's stat, read in one round trip: both requests pipelined and
-   * written to the socket at once. `known`: the stat read before (it never changes), so only
+   * Our node's place in the queue and its stat, read in one round trip: both requests pipelined
+   * and written to the socket at once. `known`: the stat read before (it never changes), so only
    * the queue is read.
    */
   private async readQueue(
     dir: string,
     path: string,
     known?: ZkStat | null,
-  ): Promise<{ queue: string[]; stat: ZkStat | null }> {
-    if (known) return { queue: sortLockNodes(await this.session.getChildren(dir)), stat: known };
+  ): Promise<{ place: QueuePlace; stat: ZkStat | null }> {
+    const own = basename(path);
+    if (known) {
+      return { place: placeInQueue(await this.session.getChildren(dir), own), stat: known };
+    }
     const [stat, children] = this.session.batch(() => [
       this.session.exists(path),
       this.session.getChildren(dir),
     ]);
     stat.catch(() => undefined); // the queue read's failure is the one reported
     const names = await children;
-    return { queue: sortLockNodes(names), stat: await stat };
+    return { place: placeInQueue(names, own), stat: await stat };
   }
 
   /** The key node's path; remembered for recent keys (a cycle needs it three times). */
@@ -497,37 +517,47 @@ export class ZookeeperLockBackend implements LockBackend {
     return name === undefined ? undefined : `${dir}/${name}`;
   }
 
-  /** Watches `path` once: `done` resolves when it changes or is gone (or the watch fails). */
+  /**
+   * Watches `path` once: `source` wakes its sleeper when the node changes or is gone, or the
+   * watch could not be armed (already gone, or no answer: the queue is read again then).
+   */
   private watchDeletion(path: string): PredecessorWatch {
-    let resolve!: () => void;
+    let wake: (() => void) | undefined;
     const watch: PredecessorWatch = {
       path,
+      generation: this.session.generation,
       fired: false,
-      done: new Promise<void>((r) => (resolve = r)),
+      source: (w) => {
+        if (watch.fired) w();
+        else wake = w;
+        return () => {
+          if (wake === w) wake = undefined;
+        };
+      },
     };
     const fire = (): void => {
       watch.fired = true;
-      resolve();
+      wake?.();
     };
-    this.session.exists(path, fire).then(
-      (stat) => stat === null && fire(), // already gone: re-read the queue now
-      fire,
-    );
+    this.session.watchNode(path, fire).catch(fire);
     return watch;
   }
 
-  /** Waits for `done`, at most `maxMs`, or until `signal` aborts. */
-  private waitAtMost(done: Promise<void>, maxMs: number, signal: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const finish = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', finish);
-        resolve();
+  /**
+   * Wakes a queued waiter whose watch may never fire: the session its node was placed in was
+   * replaced (that node is gone, the old client's watches with it), or the ensemble is known
+   * down (the waiter then keeps its place only while its session can live: see acquire). A
+   * reconnection to the same session needs nothing: the client re-arms its watches itself, and
+   * the server reports a deletion missed meanwhile.
+   */
+  private sessionTrouble(generation: number): WakeSource {
+    return (wake) => {
+      const check = (): void => {
+        if (this.session.generation !== generation || this.session.unavailable()) wake();
       };
-      const timer = setTimeout(finish, maxMs);
-      signal.addEventListener('abort', finish, { once: true });
-      void done.then(finish);
-    });
+      check();
+      return this.session.changes(check);
+    };
   }
 
   /**
@@ -628,8 +658,11 @@ function notSent(err: unknown): boolean {
 /** A watch armed on a waiter's predecessor node. */
 interface PredecessorWatch {
   readonly path: string;
+  /** The session generation it was armed in: a replaced session's watches never fire. */
+  readonly generation: number;
   fired: boolean;
-  readonly done: Promise<void>;
+  /** Wakes one sleeper when the watch fires (at once if it already has). */
+  readonly source: WakeSource;
 }
 
 function slot(key: string, token: string): string {

@@ -1,4 +1,4 @@
-import { MAX_TIMER_MS } from '../../core/shared/timers';
+import { MAX_TIMER_MS } from './timers';
 
 /**
  * Something that can end a {@link sleepUntilWoken}: it is handed the wake-up and returns how to
