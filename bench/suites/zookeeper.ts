@@ -7,7 +7,7 @@ import { cycleTable } from '../harness/cycle-table';
 import { connectZk, createContender, zkCalls, type ContenderName } from '../harness/contenders';
 import { compareInterleaved, pairedRatio } from '../harness/rounds';
 import type { Profile } from '../harness/profile';
-import type { SuiteResult } from '../harness/result';
+import { target, type SuiteResult } from '../harness/result';
 import { median } from '../harness/stats';
 
 const CONTENDERS: ContenderName[] = ['ours-zookeeper', 'raw-zookeeper'];
@@ -49,6 +49,9 @@ export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
       handoff,
     );
     const [floor, oursCycle] = cycle;
+    const [oursContended, rawContended] = CONTENDERS.map((name) =>
+      contended.find((r) => r.contender === name)!,
+    );
     return {
       id: 'zookeeper',
       title: 'ZooKeeper: ours vs the raw client recipe',
@@ -67,7 +70,25 @@ export async function zookeeperSuite(profile: Profile): Promise<SuiteResult> {
           'The idle gap is the watch wake-up: delete → watch event → getChildren → grant.',
         ),
       ],
-      targets: [],
+      // Issue 18, item 4: uncontended at least 0.9x the floor, contended at least the recipe.
+      targets: [
+        target(
+          'zookeeper-cycle-floor',
+          'Uncontended ZooKeeper cycle: ours ÷ raw floor',
+          pairedRatio(oursCycle, floor),
+          '>=',
+          0.9,
+          'x',
+        ),
+        target(
+          'zookeeper-contended-vs-recipe',
+          'Contended ZooKeeper: ours ÷ raw recipe (locked ops/s)',
+          oursContended.opsPerSec / rawContended.opsPerSec,
+          '>=',
+          1,
+          'x',
+        ),
+      ],
       charts: [
         {
           id: 'zookeeper-cycle',

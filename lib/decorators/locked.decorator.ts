@@ -33,39 +33,45 @@ export function Locked<A extends unknown[] = unknown[]>(
     );
     const method = original as AnyMethod;
     lockedPrototypes.add(target);
-    const wrapped = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
+    // Not an async function: withLock's promise is handed on with one rejection handler, not
+    // awaited in a frame of its own (an async wrapper was most of @Locked's cost over withLock).
+    const wrapped = function (this: unknown, ...args: unknown[]): Promise<unknown> {
       const service = lockServiceFor(this);
       if (!service) {
-        throw new LockConfigError(
-          'LockModule',
-          'called before LockModule was initialised (or after shutdown): import ' +
-            'LockModule.forRoot({ backends: { ... } }) (or forRootAsync) in your application ' +
-            'module; refusing to run the method unlocked',
-          where,
+        return Promise.reject(
+          new LockConfigError(
+            'LockModule',
+            'called before LockModule was initialised (or after shutdown): import ' +
+              'LockModule.forRoot({ backends: { ... } }) (or forRootAsync) in your application ' +
+              'module; refusing to run the method unlocked',
+            where,
+          ),
         );
       }
-      const [keys, callOptions] = named(where, () => [
-        resolveKey(args),
-        signalOf ? withSignal(acquireOptions, signalOf(...args)) : acquireOptions,
-      ]);
-      let entered = false;
+      let keys: string | string[];
+      let callOptions: LockOptions;
       try {
-        return await service.withLock(
+        keys = resolveKey(args);
+        callOptions = signalOf ? withSignal(acquireOptions, signalOf(...args)) : acquireOptions;
+      } catch (err) {
+        return Promise.reject(namedError(err, where));
+      }
+      let entered = false;
+      return service
+        .withLock(
           keys,
           () => {
             entered = true;
             return method.apply(this, args as never[]);
           },
           callOptions,
-        );
-      } catch (err) {
-        // Only a busy lock of our own acquisition is skipped, never one thrown by the method.
-        if (onBusy === 'skip' && !entered && err instanceof LockNotAcquiredError) return undefined;
-        if (!entered && err instanceof LockConfigError && !err.where) {
-          throw new LockConfigError(err.field, err.detail, where);
-        }
-        throw err;
-      }
+        )
+        .catch((err: unknown) => {
+          // Only a busy lock of our own acquisition is skipped, never one thrown by the method.
+          if (onBusy === 'skip' && !entered && err instanceof LockNotAcquiredError)
+            return undefined;
+          throw entered ? err : namedError(err, where);
+        });
     };
     copyIdentity(method, wrapped);
     descriptor.value = wrapped;
@@ -111,11 +117,15 @@ function named<T>(where: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof LockConfigError && !err.where) {
-      throw new LockConfigError(err.field, err.detail, where);
-    }
-    throw err;
+    throw namedError(err, where);
   }
+}
+
+/** `err`, or a `LockConfigError` without a place as one naming `where`. */
+function namedError(err: unknown, where: string): unknown {
+  return err instanceof LockConfigError && !err.where
+    ? new LockConfigError(err.field, err.detail, where)
+    : err;
 }
 
 /** Copies name, length and every reflect-metadata entry, so Nest's own decorators still see theirs. */

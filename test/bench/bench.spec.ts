@@ -95,6 +95,8 @@ describe('npm run bench', () => {
           'redis-cycle-floor',
           'redis-cycle-redlock',
           'redis-cycle-semaphore',
+          'zookeeper-contended-vs-recipe',
+          'zookeeper-cycle-floor',
         ].sort(),
       );
       for (const t of targets) expect(Number.isFinite(t.measured)).toBe(true);
