@@ -6,7 +6,7 @@ import { pgHasIdleSessionTimeout } from './sql-server';
 import {
   boundMysqlSession,
   killHolderOf,
-  MYSQL_RESTORE_WAIT_TIMEOUT,
+  MYSQL_RESTORE_SESSION,
   pgMilliseconds,
   pgTerminate,
 } from './sql-sessions';
@@ -54,7 +54,7 @@ export class AdvisoryStrategy implements SessionStrategy {
       taken = await query(runner, 'SELECT GET_LOCK(?, 0) AS ok', [advisoryLockName(key)]);
       return taken;
     } finally {
-      if (!taken) await runner.query(`SET ${MYSQL_RESTORE_WAIT_TIMEOUT}`, [], true);
+      if (!taken) await runner.query(`SET ${MYSQL_RESTORE_SESSION}`, [], true);
     }
   }
 
@@ -75,7 +75,7 @@ export class AdvisoryStrategy implements SessionStrategy {
       ]);
     }
     const released = await query(runner, 'SELECT RELEASE_LOCK(?) AS ok', [advisoryLockName(key)]);
-    await runner.query(`SET ${MYSQL_RESTORE_WAIT_TIMEOUT}`, [], true);
+    await runner.query(`SET ${MYSQL_RESTORE_SESSION}`, [], true);
     return released;
   }
 

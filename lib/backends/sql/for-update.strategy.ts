@@ -9,7 +9,7 @@ import {
   boundMysqlSession,
   killHolderOf,
   MAX_MYSQL_WAIT_S,
-  MYSQL_RESTORE_WAIT_TIMEOUT,
+  MYSQL_RESTORE_SESSION,
   pgMilliseconds,
   pgTerminate,
 } from './sql-sessions';
@@ -82,7 +82,8 @@ export class ForUpdateStrategy implements SessionStrategy {
     try {
       if (!(await makeRow(db, runner, key))) return 'busy';
       // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
-      // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ).
+      // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ),
+      // and on InnoDB lock no gap that would stop other keys' rows from being made.
       await runner.startTransaction(isolationFor(db));
       inTransaction = true;
       if (postgres) await this.boundPgTransaction(runner, waitMs);
@@ -250,9 +251,9 @@ async function makeRow(db: SqlDatabase, runner: SqlRunner, key: string): Promise
 }
 
 /**
- * `'READ COMMITTED'` when the DataSource sets another isolation level for its transactions
- * (an extra statement then), else the default (the databases' own is fine as it is: Postgres
- * READ COMMITTED; InnoDB's locking reads see the latest rows at any level).
+ * `'READ COMMITTED'` when a PostgreSQL DataSource sets another isolation level for its
+ * transactions (an extra statement then), else the default: PostgreSQL's own is READ COMMITTED,
+ * and on MariaDB the session is set to it with the take's other settings (boundMysqlSession).
  */
 function isolationFor(db: SqlDatabase): 'READ COMMITTED' | undefined {
   const level = db.dataSource.options.isolationLevel;
@@ -267,7 +268,7 @@ function isolationFor(db: SqlDatabase): 'READ COMMITTED' | undefined {
  */
 async function restoreMysql(db: SqlDatabase, runner: SqlRunner, key: string): Promise<void> {
   await runner.query(
-    `SET ${MYSQL_RESTORE_WAIT_TIMEOUT}, @ndl_marker_released = RELEASE_LOCK(?)`,
+    `SET ${MYSQL_RESTORE_SESSION}, @ndl_marker_released = RELEASE_LOCK(?)`,
     [rowMarker(db, key)],
     true,
   );

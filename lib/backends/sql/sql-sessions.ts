@@ -36,10 +36,12 @@ export function mysqlWaitTimeout(ms: number): number {
 
 /**
  * MariaDB/MySQL: bounds the session of `runner` on the server: `wait_timeout` (how long the
- * server waits for the next statement, in a transaction or not) set to `sessionTimeoutMs`, and,
- * given `lockWaitMs`, `innodb_lock_wait_timeout` (how long any of its statements waits for a
- * row lock: whole seconds, 0 = not at all on MariaDB; MySQL's least is 1). Undone by
- * {@link MYSQL_RESTORE_WAIT_TIMEOUT}.
+ * server waits for the next statement, in a transaction or not) set to `sessionTimeoutMs`. Given
+ * `lockWaitMs` (a `for-update` take), also `innodb_lock_wait_timeout` (how long any of its
+ * statements waits for a row lock: whole seconds, 0 = not at all) and READ COMMITTED for its
+ * transactions: InnoDB's default REPEATABLE READ makes a locking read that finds no row, or a
+ * deleted one, lock the gap around it until the transaction ends, and such a gap stops other
+ * keys' rows from being made meanwhile. One statement; undone by {@link MYSQL_RESTORE_SESSION}.
  */
 export async function boundMysqlSession(
   runner: SqlRunner,
@@ -51,7 +53,7 @@ export async function boundMysqlSession(
     return;
   }
   await runner.query(
-    'SET SESSION wait_timeout = ?, SESSION innodb_lock_wait_timeout = ?',
+    "SET SESSION wait_timeout = ?, SESSION innodb_lock_wait_timeout = ?, SESSION tx_isolation = 'READ-COMMITTED'",
     [
       mysqlWaitTimeout(sessionTimeoutMs),
       lockWaitMs <= 0 ? 0 : Math.min(MAX_MYSQL_WAIT_S, Math.ceil(lockWaitMs / 1_000)),
@@ -61,11 +63,12 @@ export async function boundMysqlSession(
 }
 
 /**
- * MariaDB/MySQL: the assignments that give a pooled connection its usual `wait_timeout` and
- * `innodb_lock_wait_timeout` back.
+ * MariaDB/MySQL: the assignments that give a pooled connection its usual `wait_timeout`,
+ * `innodb_lock_wait_timeout` and isolation level back (a transaction under way keeps the level
+ * it started with).
  */
-export const MYSQL_RESTORE_WAIT_TIMEOUT =
-  'SESSION wait_timeout = DEFAULT, SESSION innodb_lock_wait_timeout = DEFAULT';
+export const MYSQL_RESTORE_SESSION =
+  'SESSION wait_timeout = DEFAULT, SESSION innodb_lock_wait_timeout = DEFAULT, SESSION tx_isolation = DEFAULT';
 
 /**
  * The server's id of the session `runner` is connected to (PostgreSQL backend pid, MariaDB/MySQL
