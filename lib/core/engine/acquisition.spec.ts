@@ -182,3 +182,79 @@ describe('Acquisition and capabilities.waiting', () => {
     expect(() => engineOver(backend)).toThrow(LockConfigError);
   });
 });
+
+describe('Acquisition and capabilities.shared / capabilities.permits', () => {
+  it('refuses what the backend does not declare with LockConfigError, before any store call', async () => {
+    // The memory store can do both; declared without them, the engine must not ask it.
+    for (const declared of [caps({}), caps({ shared: false, permits: false })]) {
+      const backend = new DeclaredMemory(declared);
+      const { engine } = engineOver(backend);
+      for (const [options, field] of [
+        [{ mode: 'shared' }, 'mode'],
+        [{ permits: 2 }, 'permits'],
+        [{ mode: 'shared', waitTimeout: 1_000 }, 'mode'],
+      ] as const) {
+        for (const mode of ['try', 'wait'] as const) {
+          const err = await (
+            mode === 'try'
+              ? engine.acquire(['k', 'j'], options, mode)
+              : engine.acquire('k', options, mode)
+          ).catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(LockConfigError);
+          expect(err).toMatchObject({ field });
+          expect((err as Error).message).toMatch(/backend "m" cannot grant/);
+          expect((err as Error).message).toMatch(/the memory backend can/);
+        }
+      }
+      expect(backend.calls).toEqual({ tryAcquire: 0, acquire: 0 });
+      // The default (a mutex) is what it always was.
+      const lock = await engine.acquire('k', { mode: 'exclusive', permits: 1 }, 'wait');
+      expect(lock).toMatchObject({ mode: 'exclusive', permit: 0 });
+      await lock.release();
+    }
+  });
+
+  it('names the configured backends that can grant it', async () => {
+    const engine = new LockEngine(
+      new Map([
+        ['plain', new DeclaredMemory(caps({}))],
+        ['rw', new DeclaredMemory(caps({ shared: true }))],
+      ]),
+      {
+        defaultBackend: 'plain',
+        keyPrefix: '',
+        ttl: 5_000,
+        waitTimeout: 0,
+        autoRenew: true,
+        shutdown: { inFlight: 'abort', timeout: 1_000 },
+        operationTimeout: 1_000,
+      },
+      new Silent('test'),
+    );
+    engines.push(engine);
+    const err = await engine.acquire('k', { mode: 'shared' }, 'try').catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/backend "plain" cannot grant mode 'shared'/);
+    expect((err as Error).message).toMatch(/use a backend that can: "rw"/);
+    const reader = await engine.acquire('k', { mode: 'shared', backend: 'rw' }, 'try');
+    expect(reader?.mode).toBe('shared');
+    await reader?.release();
+  });
+
+  it.each([-1, 3, 1.5, '1'])(
+    'a grant with slot %p outside 0..permits-1 is refused with LockBackendError, the grant released',
+    async (permit) => {
+      const backend = new DeclaredMemory(caps({ shared: true, permits: true }));
+      const real = backend.tryAcquire.bind(backend);
+      backend.tryAcquire = async (request) => {
+        const grant = await real(request);
+        return grant && ({ ...grant, permit } as LockGrant);
+      };
+      const { engine } = engineOver(backend);
+      const err = await engine.acquire('k', { permits: 3 }, 'try').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LockBackendError);
+      expect((err as Error).message).toMatch(/outside 0\.\.2/);
+      await new Promise((r) => setImmediate(r));
+      expect(await backend.isLocked('p:k')).toBe(false);
+    },
+  );
+});
