@@ -9,6 +9,7 @@ import type {
   LockGrant,
   QueuedRequest,
 } from '../contract/lock-backend';
+import type { LockSettings } from '../settings/module-options';
 import { LockEngine } from './lock-engine';
 
 // How the acquisition loop reads a backend's capabilities: `fencing` (a fence or null, and a
@@ -54,21 +55,20 @@ afterEach(async () => {
   for (const engine of engines.splice(0)) await engine.close();
 });
 
+/** Settings of the engines under test: backend `m` by default, keys prefixed `p:`. */
+const SETTINGS: LockSettings = {
+  defaultBackend: 'm',
+  keyPrefix: 'p:',
+  ttl: 5_000,
+  waitTimeout: 0,
+  autoRenew: true,
+  shutdown: { inFlight: 'abort', timeout: 1_000 },
+  operationTimeout: 1_000,
+};
+
 /** An engine over `backend` alone (named `m`), recording its events. */
 function engineOver(backend: DeclaredMemory) {
-  const engine = new LockEngine(
-    new Map([['m', backend]]),
-    {
-      defaultBackend: 'm',
-      keyPrefix: 'p:',
-      ttl: 5_000,
-      waitTimeout: 0,
-      autoRenew: true,
-      shutdown: { inFlight: 'abort', timeout: 1_000 },
-      operationTimeout: 1_000,
-    },
-    new Silent('test'),
-  );
+  const engine = new LockEngine(new Map([['m', backend]]), SETTINGS, new Silent('test'));
   engines.push(engine);
   const events: LockEvent[] = [];
   for (const type of ['acquired', 'released', 'error'] as const) {
@@ -220,15 +220,7 @@ describe('Acquisition and capabilities.shared / capabilities.permits', () => {
         ['plain', new DeclaredMemory(caps({}))],
         ['rw', new DeclaredMemory(caps({ shared: true }))],
       ]),
-      {
-        defaultBackend: 'plain',
-        keyPrefix: '',
-        ttl: 5_000,
-        waitTimeout: 0,
-        autoRenew: true,
-        shutdown: { inFlight: 'abort', timeout: 1_000 },
-        operationTimeout: 1_000,
-      },
+      { ...SETTINGS, defaultBackend: 'plain', keyPrefix: '' },
       new Silent('test'),
     );
     engines.push(engine);

@@ -14,6 +14,19 @@ interface Section {
   end: number;
 }
 
+/** Records the start of `lock`'s section in `sections`; the caller sets its `end`. */
+function begin(sections: Section[], lock: Lock, writer: boolean): Section {
+  const section: Section = {
+    fence: lock.fence as number,
+    permit: lock.permit,
+    writer,
+    start: performance.now(),
+    end: 0,
+  };
+  sections.push(section);
+  return section;
+}
+
 /**
  * Fences of sections that cannot have overlapped: when one of two sections is a writer, their
  * holds were disjoint, so the one that ended (as recorded, before its release) before the other
@@ -105,14 +118,7 @@ export function sharing(f: LockFixture): void {
           if (holding.has(lock.permit)) problems.push(`slot ${lock.permit} held twice`);
           holding.set(lock.permit, lock.token);
           max = Math.max(max, holding.size);
-          const s: Section = {
-            fence: lock.fence as number,
-            permit: lock.permit,
-            writer: false,
-            start: performance.now(),
-            end: 0,
-          };
-          sections.push(s);
+          const s = begin(sections, lock, false);
           await sleep(15 + Math.random() * 15);
           s.end = performance.now();
           holding.delete(lock.permit);
@@ -164,14 +170,7 @@ export function sharing(f: LockFixture): void {
               if (writer) writers++;
               else readers++;
               maxReaders = Math.max(maxReaders, readers);
-              const s: Section = {
-                fence: lock.fence as number,
-                permit: lock.permit,
-                writer,
-                start: performance.now(),
-                end: 0,
-              };
-              sections.push(s);
+              const s = begin(sections, lock, writer);
               await sleep(writer ? 5 : 20 + Math.random() * 10);
               s.end = performance.now();
               if (writer) writers--;
