@@ -292,7 +292,9 @@ export function sharing(f: LockFixture): void {
         const writer = settle(
           f.locks.acquire(key, { waitTimeout: 30_000, signal: controller.signal }),
         );
-        // A reader behind the waiting writer waits (writer preference) ...
+        // Let the writer's wait reach the store's queue: a reader behind it then waits (writer
+        // preference) ...
+        await sleep(100);
         const behind = settle(f.locks.acquire(key, { mode: 'shared', waitTimeout: 30_000 }));
         expect(await stillPendingAfter(behind, 100)).toBe(true);
         controller.abort(new Error('gone'));
