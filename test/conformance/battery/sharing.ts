@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { describe, expect, it } from '@jest/globals';
 import { LockAbortedError, LockConfigError } from '../../../lib/errors/lock.errors';
 import type { Lock, LockOptions } from '../../../lib/lock.interfaces';
@@ -259,6 +260,8 @@ export function sharing(f: LockFixture): void {
         for (let round = 0; round < 2; round++) {
           if (shared) {
             const r1 = await take({ mode: 'shared' });
+            // What console.log(lock) shows says what is held.
+            expect(inspect(r1)).toMatch(/mode: 'shared'.*permit: 0/s);
             const r2 = await take({ mode: 'shared' });
             await r1.release();
             const r3 = await take({ mode: 'shared' });
@@ -271,6 +274,7 @@ export function sharing(f: LockFixture): void {
             const s0 = await take({ permits: 2 });
             const s1 = await take({ permits: 2 });
             expect([s0.permit, s1.permit].sort()).toEqual([0, 1]);
+            expect(inspect(s1)).toMatch(new RegExp(`mode: 'exclusive'.*permit: ${s1.permit}`, 's'));
             await s0.release();
             const again = await take({ permits: 2 });
             expect(again.permit).toBe(s0.permit);
