@@ -435,6 +435,29 @@ export function sharing(f: LockFixture): void {
       },
     );
 
+    when(permits)('a multi-key counted lock takes a slot of every key, all or none', async () => {
+      const [k1, k2] = [f.newKey('sem-m1'), f.newKey('sem-m2')];
+      const opts: LockOptions = { permits: 2 };
+      const other = await f.acquire(k2, opts);
+      const a = await f.acquire([k2, k1], opts);
+      expect(a.keys).toEqual([k1, k2].sort((x, y) => (f.full(x) < f.full(y) ? -1 : 1)));
+      // Both slots of k2 are taken (other, a): a multi-key request gets none of the keys, and
+      // leaves k1's second slot free.
+      expect(await f.tryAcquire([k1, k2], opts)).toBeNull();
+      const k1Slot = await f.tryAcquire(k1, opts);
+      expect(k1Slot).not.toBeNull();
+      await k1Slot!.release();
+      await other.release();
+      const c = await f.tryAcquire([k1, k2], opts);
+      expect(c).not.toBeNull();
+      expect(c!.permit).toBeGreaterThanOrEqual(0);
+      expect(c!.permit).toBeLessThan(2);
+      await a.release();
+      await c!.release();
+      await f.expectLocked(k1, false);
+      await f.expectLocked(k2, false);
+    });
+
     when(shared)('multi-key shared locks share every key, all or none', async () => {
       const [k1, k2] = [f.newKey('rw-m1'), f.newKey('rw-m2')];
       const a = await f.acquire([k1, k2], { mode: 'shared' });
