@@ -30,6 +30,7 @@ export type {
   LockBackendHealth,
   LockInfo,
   LockHealthOptions,
+  LockMode,
 } from './lock.interfaces';
 export type { LockModuleOptions, LockDefaults, LockShutdownOptions } from './lock.module-options';
 export type { LockKeySource } from './core/settings/key-template';

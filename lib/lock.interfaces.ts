@@ -1,3 +1,9 @@
+/**
+ * How a lock shares its key: `'exclusive'` (the default) excludes every other holder;
+ * `'shared'` admits any number of other `'shared'` holders and no `'exclusive'` one.
+ */
+export type LockMode = 'exclusive' | 'shared';
+
 /** Options accepted by `LockService.acquire`/`tryAcquire`/`withLock`. */
 export interface LockOptions {
   /** Backend name from `LockModule.forRoot({ backends })`; defaults to the module's default backend. */
@@ -30,6 +36,21 @@ export interface LockOptions {
    * stuck handler cannot keep a key forever through the watchdog.
    */
   maxHold?: number;
+  /**
+   * `'exclusive'` (default) or `'shared'`: any number of `shared` holders of a key at once, an
+   * `exclusive` holder excludes everything else, and once an `exclusive` request waits, new
+   * `shared` requests wait behind it (writer preference: readers cannot starve a writer).
+   * Inside a scope holding the key `exclusive`, a `shared` request re-enters; inside one holding
+   * it `shared`, an `exclusive` request is refused (`LockConfigError`: no upgrade). Refused
+   * with `LockConfigError` on a backend without the capability (see the README's backend table).
+   */
+  mode?: LockMode;
+  /**
+   * Holders of the key admitted at once (an integer, 1 to 1024; default 1, a mutex). Each grant holds a slot, `lock.permit`, unique among the key's current holders.
+   * Every holder and waiter of a key must ask the same `permits` (else `LockConfigError`). Not
+   * with `mode: 'shared'` (a shared lock already admits any number of readers).
+   */
+  permits?: number;
 }
 
 /** Options of the `@Locked` decorator; `A` is the decorated method's argument list. */
@@ -68,6 +89,17 @@ export interface Lock extends AsyncDisposable {
   readonly fence: number | null;
   /** Fence of each key, in the order of `keys`. */
   readonly fences: readonly (number | null)[];
+  /**
+   * Slot held, `0..permits-1`, unique among the key's current holders (0 for a mutex or a
+   * shared lock). For a multi-key lock, the slot of the first key. A re-entry holds the slot
+   * of the lock it re-enters.
+   */
+  readonly permit: number;
+  /**
+   * What is held: `'shared'` when any key is held shared, else `'exclusive'` (a `shared`
+   * request re-entering an `exclusive` hold gets `'exclusive'`: it holds more than it asked).
+   */
+  readonly mode: LockMode;
   /** Aborted with a `LockLostError` when the lock is lost, and when this handle is released. */
   readonly signal: AbortSignal;
   /** `false` once lost, released, or past its lease (monotonic clock). */
@@ -91,8 +123,14 @@ export interface LockInfo {
   readonly remainingMs?: number;
   /** Callers queued for the key, on stores that keep a queue. */
   readonly waiting?: number;
-  /** How many hold it now (1 for a held lock, 0 when free). */
+  /** How many hold it now (1 for a held mutex, every holder of a shared or counted lock, 0 when free). */
   readonly holders?: number;
+  /** Mode of the current holders, on stores that can tell; absent when free. */
+  readonly mode?: LockMode;
+  /** `permits` of the current holders, on stores that can tell; absent when free. */
+  readonly permits?: number;
+  /** Slots held now (each holder's `lock.permit`), ascending, on stores that can tell; absent when free. */
+  readonly slots?: readonly number[];
   /** Whether this process (this module) holds it. */
   readonly mine: boolean;
 }

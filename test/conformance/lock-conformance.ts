@@ -14,7 +14,8 @@
  *   runs it: exclusion, ttl expiry or session lifetime, renewal and extend, lockAtLeastFor,
  *   owner-only release, fences, try versus wait and the store's own queue, cancellation by the
  *   caller's signal, inspect/forceRelease where supported, multi-key rollback
- *   on the store, losing a lock, health, keys of any content, and the declared capabilities.
+ *   on the store, losing a lock, health, keys of any content, the declared capabilities, and
+ *   shared and counted locks where declared (refused before any I/O where not).
  * - `test/core/*.spec.ts`, once, on the memory backend: what the engine does whatever the
  *   store: bad input refused before any I/O, event and metric payloads, scopes (`await using`,
  *   `current()`, `withLock`), reentrancy (which never calls the store), multi-key canonical
@@ -40,6 +41,7 @@ import { multiKey } from './battery/multi-key';
 import { mutualExclusion } from './battery/mutual-exclusion';
 import { ownership } from './battery/ownership';
 import { renewalBatching } from './battery/renewal-batching';
+import { sharing } from './battery/sharing';
 import { waiting } from './battery/waiting';
 
 export type { ConformanceTarget } from './battery/fixture';
@@ -59,6 +61,7 @@ const CONCERNS = [
   health,
   keyContent,
   admin,
+  sharing,
 ] as const;
 
 /** Declares `describe('conformance: <name>')` with every concern of the battery. */

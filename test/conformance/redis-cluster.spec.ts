@@ -5,7 +5,13 @@ import { runLockConformance } from './lock-conformance';
 runLockConformance({
   name: 'redis cluster (3 masters)',
   setup: redisClusterSetup,
-  capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
+  capabilities: {
+    leaseBased: true,
+    fencing: true,
+    waiting: 'queue',
+    shared: false,
+    permits: false,
+  },
   shortTtl: 300,
   sharedAcrossApps: true,
   admin: true,

@@ -8,7 +8,13 @@ runLockConformance({
   setup: async () => ({
     config: { type: 'redis', url: MACHINE_REDIS_URL },
   }),
-  capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
+  capabilities: {
+    leaseBased: true,
+    fencing: true,
+    waiting: 'queue',
+    shared: false,
+    permits: false,
+  },
   shortTtl: 300,
   sharedAcrossApps: true,
   admin: true,

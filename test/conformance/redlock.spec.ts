@@ -5,7 +5,7 @@ import { runLockConformance } from './lock-conformance';
 runLockConformance({
   name: 'redlock (3 nodes)',
   setup: redlockSetup,
-  capabilities: { leaseBased: true, fencing: true, waiting: 'poll' },
+  capabilities: { leaseBased: true, fencing: true, waiting: 'poll', shared: false, permits: false },
   shortTtl: 300,
   sharedAcrossApps: true,
   admin: true,

@@ -12,9 +12,15 @@ import type { ConformanceTarget } from './lock-conformance';
  * advisory a session lock of a connection, polled (no queue the engine can wait in).
  */
 const CAPABILITIES = {
-  table: { leaseBased: true, fencing: true, waiting: 'queue' },
-  'for-update': { leaseBased: false, fencing: true, waiting: 'queue' },
-  advisory: { leaseBased: false, fencing: true, waiting: 'poll' },
+  table: { leaseBased: true, fencing: true, waiting: 'queue', shared: false, permits: false },
+  'for-update': {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'queue',
+    shared: false,
+    permits: false,
+  },
+  advisory: { leaseBased: false, fencing: true, waiting: 'poll', shared: false, permits: false },
 } as const satisfies Record<string, ConformanceTarget['capabilities']>;
 
 /**

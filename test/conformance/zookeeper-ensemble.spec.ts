@@ -15,7 +15,13 @@ runLockConformance({
       teardown: () => ensemble.stop(),
     };
   },
-  capabilities: { leaseBased: false, fencing: true, waiting: 'queue-first' },
+  capabilities: {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'queue-first',
+    shared: false,
+    permits: false,
+  },
   shortTtl: 600,
   sharedAcrossApps: true,
   admin: true,

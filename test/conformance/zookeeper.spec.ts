@@ -5,7 +5,13 @@ import { runLockConformance } from './lock-conformance';
 runLockConformance({
   name: 'zookeeper (standalone)',
   setup: zookeeperStandaloneSetup,
-  capabilities: { leaseBased: false, fencing: true, waiting: 'queue-first' },
+  capabilities: {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'queue-first',
+    shared: false,
+    permits: false,
+  },
   shortTtl: 600,
   sharedAcrossApps: true,
   admin: true,

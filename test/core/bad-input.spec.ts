@@ -32,6 +32,11 @@ describe('bad input', () => {
       ['waitTimeout NaN', { waitTimeout: NaN }, 'waittimeout'],
       ["unknown backend 'nope'", { backend: 'nope' }, 'backend'],
       ['lockAtLeastFor -1', { lockAtLeastFor: -1 }, 'lockatleastfor'],
+      ["mode 'read'", { mode: 'read' } as unknown as LockOptions, 'mode'],
+      ['permits 0', { permits: 0 }, 'permits'],
+      ['permits 1.5', { permits: 1.5 }, 'permits'],
+      ['permits 1025', { permits: 1025 }, 'permits'],
+      ["mode 'shared' with permits 2", { mode: 'shared', permits: 2 }, 'permits'],
     ];
     type Call = [string, string, () => Promise<unknown>];
     const fn = jest.fn(async (_lock: Lock) => 'ran');

@@ -8,7 +8,13 @@ export function memoryApp(): LockFixture {
   return new LockFixture({
     name: 'memory',
     setup: async () => ({ config: { type: 'memory' } }),
-    capabilities: { leaseBased: true, fencing: true, waiting: 'queue' },
+    capabilities: {
+      leaseBased: true,
+      fencing: true,
+      waiting: 'queue',
+      shared: true,
+      permits: true,
+    },
     shortTtl: 300,
   });
 }

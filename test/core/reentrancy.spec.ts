@@ -1,6 +1,6 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { LockLostError } from '../../lib/errors/lock.errors';
-import type { Lock } from '../../lib/lock.interfaces';
+import { LockConfigError, LockLostError } from '../../lib/errors/lock.errors';
+import type { Lock, LockOptions } from '../../lib/lock.interfaces';
 import {
   aborted,
   deferred,
@@ -176,5 +176,104 @@ describe('reentrancy', () => {
     expect(nested?.ok).toBe(false);
     if (nested && !nested.ok) expect(nested.error).toBeInstanceOf(LockLostError);
     expect(nestedFn).not.toHaveBeenCalled();
+  });
+
+  describe('of shared and counted locks', () => {
+    /** Runs `inner` inside a scope holding `key` with `outer`, counting the store calls it makes. */
+    async function inside<T>(
+      key: string,
+      outer: LockOptions,
+      inner: (lock: Lock) => Promise<T>,
+    ): Promise<{ value: T; storeCalls: number }> {
+      return f.locks.withLock(
+        key,
+        async (lock) => {
+          const spy = countBackendCalls(f.backend);
+          try {
+            const value = await inner(lock);
+            return { value, storeCalls: spy.counts.tryAcquire + spy.counts.acquire };
+          } finally {
+            spy.restore();
+          }
+        },
+        outer,
+      );
+    }
+
+    it('an exclusive holder re-enters with shared or a counted request, holding what it held', async () => {
+      const key = f.newKey('x-then-s');
+      const { value, storeCalls } = await inside(key, {}, async (outer) => {
+        const reader = await f.locks.acquire(key, { mode: 'shared', waitTimeout: 0 });
+        const slot = await f.locks.acquire(key, { permits: 3, waitTimeout: 0 });
+        const nested = await f.locks.withLock(key, (l) => l.mode, { mode: 'shared' });
+        expect([reader.token, slot.token]).toEqual([outer.token, outer.token]);
+        await reader.release();
+        await slot.release();
+        expect(outer.isHeld()).toBe(true);
+        return [reader.mode, slot.permit, nested];
+      });
+      expect(value).toEqual(['exclusive', 0, 'exclusive']);
+      expect(storeCalls).toBe(0);
+      await f.expectLocked(key, false);
+    });
+
+    it('a shared holder re-enters with shared; asking exclusive is refused at once, not deadlocked', async () => {
+      const key = f.newKey('s-then-x');
+      const other = f.newKey('s-then-x-other');
+      const ran = jest.fn(async () => 'ran');
+      const { value, storeCalls } = await inside(key, { mode: 'shared' }, async (outer) => {
+        const again = await f.locks.acquire(key, { mode: 'shared', waitTimeout: 0 });
+        expect(again).toMatchObject({ token: outer.token, mode: 'shared' });
+        await again.release();
+        const outcomes = [
+          await settle(f.locks.acquire(key, { waitTimeout: 60_000 })),
+          await settle(f.locks.tryAcquire(key, { mode: 'exclusive' })),
+          await settle(f.locks.withLock(key, ran, { waitTimeout: 60_000 })),
+          // A multi-key request is refused before it takes any of its keys.
+          await settle(f.locks.acquire([other, key], { waitTimeout: 60_000 })),
+        ];
+        expect(outer.isHeld()).toBe(true);
+        return outcomes;
+      });
+      for (const outcome of value) {
+        expect(outcome.ok).toBe(false);
+        const error = (outcome as { error: unknown }).error;
+        expect(error).toBeInstanceOf(LockConfigError);
+        expect(error).toMatchObject({ field: 'mode' });
+        expect((error as Error).message).toMatch(/no upgrade/);
+      }
+      expect(ran).not.toHaveBeenCalled();
+      expect(storeCalls).toBe(0);
+      await f.expectLocked(key, false);
+      await f.expectLocked(other, false);
+    });
+
+    it('a counted holder re-enters its own slot; another count or a mutex is refused', async () => {
+      const key = f.newKey('slot');
+      const taken = await f.acquire(key, { permits: 3 }); // another holder, slot 0
+      const { value, storeCalls } = await inside(key, { permits: 3 }, async (outer) => {
+        expect(outer.permit).toBe(1);
+        const again = await f.locks.acquire(key, { permits: 3, waitTimeout: 0 });
+        const permit = again.permit;
+        await again.release();
+        const refused = [
+          await settle(f.locks.acquire(key, { waitTimeout: 0 })),
+          await settle(f.locks.acquire(key, { permits: 2, waitTimeout: 0 })),
+          await settle(f.locks.acquire(key, { mode: 'shared', waitTimeout: 0 })),
+        ];
+        return { permit, refused };
+      });
+      expect(value.permit).toBe(1);
+      for (const outcome of value.refused) {
+        expect(outcome.ok).toBe(false);
+        expect((outcome as { error: unknown }).error).toMatchObject({
+          code: 'LOCK_CONFIG',
+          field: expect.stringMatching(/permits|mode/),
+        });
+      }
+      expect(storeCalls).toBe(0);
+      await taken.release();
+      await f.expectLocked(key, false);
+    });
   });
 });

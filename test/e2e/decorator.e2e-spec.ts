@@ -221,6 +221,62 @@ describe('@Locked on a service method', () => {
   });
 });
 
+describe('@Locked with mode and permits', () => {
+  it('shared methods overlap, an exclusive one runs alone, a counted one at most permits at once', async () => {
+    @Injectable()
+    class Catalogue {
+      readonly conc = new Concurrency();
+      slots: number[] = [];
+      readers = 0;
+      writers = 0;
+      /** A writer beside anyone, or a reader beside a writer. */
+      overlaps = 0;
+      constructor(@Inject(LockService) readonly locks: LockService) {}
+
+      @Locked('catalogue', { mode: 'shared', waitTimeout: 5_000 })
+      async read(): Promise<void> {
+        if (this.writers > 0) this.overlaps++;
+        this.readers++;
+        this.conc.enter('read');
+        await tick(20);
+        this.conc.leave('read');
+        this.readers--;
+      }
+
+      @Locked('catalogue', { waitTimeout: 5_000 })
+      async reprice(): Promise<void> {
+        if (this.readers > 0 || this.writers > 0) this.overlaps++;
+        this.writers++;
+        await tick(5);
+        this.writers--;
+      }
+
+      @Locked('provider', { permits: 2, waitTimeout: 5_000 })
+      async call(): Promise<void> {
+        this.slots.push(this.locks.current()!.permit);
+        this.conc.enter('call');
+        await tick(15);
+        this.conc.leave('call');
+      }
+    }
+    const t = await createLockApp(
+      { backends: { mem: { type: 'memory' } } },
+      { providers: [Catalogue] },
+    );
+    try {
+      const c = t.app.get(Catalogue);
+      await Promise.all([c.read(), c.read(), c.read(), c.reprice(), c.read(), c.read()]);
+      expect(c.conc.max.get('read')).toBeGreaterThanOrEqual(2);
+      expect(c.overlaps).toBe(0);
+      await Promise.all(Array.from({ length: 6 }, () => c.call()));
+      expect(c.conc.max.get('call')).toBe(2);
+      expect(new Set(c.slots)).toEqual(new Set([0, 1]));
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('@Locked fails closed', () => {
   it('refuses to run when LockModule was never initialised', async () => {
     let ran = false;
@@ -295,6 +351,10 @@ describe('@Locked fails closed', () => {
       ['k', { waitTimeout: -1 }, 'waitTimeout'],
       ['k', { timeout: 5 }, 'options.timeout'],
       ['k', { signal: new AbortController().signal }, 'signal'],
+      ['k', { mode: 'read' }, 'mode'],
+      ['k', { permits: 0 }, 'permits'],
+      ['k', { permits: 2.5 }, 'permits'],
+      ['k', { mode: 'shared', permits: 4 }, 'permits'],
     ];
     for (const [key, options, field] of cases) {
       expect(define(key, options)).toThrow(

@@ -21,6 +21,7 @@ import {
   good,
   lockAtLeastFor,
   optionsCase,
+  sharing,
   verdicts,
   waitTimeout,
   wrongType,
@@ -46,6 +47,7 @@ export function lockedOptionsCase(configured: string): fc.Arbitrary<OptionsCase>
       autoRenew: flag,
       lockAtLeastFor,
       maxHold: duration(600_000, fc.constantFrom(0, -1)),
+      ...sharing,
       onBusy: verdicts(
         [good(fc.constantFrom(undefined, 'throw', 'skip'))],
         [bad(fc.constantFrom('Skip', 'wait', '', 0, null, 1n, Symbol('skip')))],

@@ -163,6 +163,22 @@ export function backendName(configured: string): fc.Arbitrary<Labelled> {
 /** The labelled values of each option a call accepts. */
 export type OptionFields = Readonly<Record<string, fc.Arbitrary<Labelled>>>;
 
+/**
+ * `mode` and `permits` as every store accepts them (a mutex asked for explicitly: shared and
+ * counted requests are refused by stores without the capability, which the conformance battery
+ * checks) and as no store does (wrong types, out of range, fractions).
+ */
+export const sharing: OptionFields = {
+  mode: verdicts(
+    [good(fc.constantFrom(undefined, 'exclusive'))],
+    [bad(fc.constantFrom('read', 'SHARED', 'Exclusive', '', 1, null, true, Symbol('shared')))],
+  ),
+  permits: verdicts(
+    [good(fc.constantFrom(undefined, 1))],
+    [bad(fc.constantFrom(0, -1, 1.5, 1025, NaN, Infinity, '2', null, 2n, [2]))],
+  ),
+};
+
 /** `LockOptions` of `acquire`/`tryAcquire`/`withLock` on a backend named `configured`. */
 export function lockOptionFields(configured: string): OptionFields {
   return {
@@ -173,6 +189,7 @@ export function lockOptionFields(configured: string): OptionFields {
     lockAtLeastFor,
     signal,
     maxHold: duration(600_000, notPositive),
+    ...sharing,
   };
 }
 

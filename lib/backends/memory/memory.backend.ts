@@ -5,48 +5,83 @@ import type {
   LockBackend,
   LockBackendCapabilities,
   LockGrant,
+  LockMode,
   QueuedRequest,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
+import { LockConfigError } from '../../errors/lock.errors';
+
+/**
+ * One holder of a key. It is also the grant handed to the engine (which reads `fence`,
+ * `grantedAt` and `permit`): one object per grant, as when the grant was all there was.
+ */
+interface Holder extends LockGrant {
+  readonly token: string;
+  readonly mode: LockMode;
+  readonly fence: number;
+  readonly permit: number;
+  readonly grantedAt: number;
+  expiresAt: number;
+}
 
 interface Waiter {
   readonly token: string;
   readonly ttlMs: number;
+  readonly mode: LockMode;
   readonly resolve: (grant: LockGrant | null) => void;
   readonly cleanup: () => void;
 }
 
-/** One key: its owner (if any) and its queue, flat in one object. */
+/** One key: its holders and its queue, flat in one object. */
 interface Entry {
-  /** Owner token; `undefined` when free. */
-  token: string | undefined;
-  expiresAt: number;
-  fence: number;
+  /**
+   * The holders: one (a mutex, or a lone reader or slot; no array) or several (readers, or
+   * slots of a counted lock); `undefined` when free. May include holders whose lease ran out:
+   * every read checks `expiresAt`, and `settle` drops them.
+   */
+  holders: Holder | Holder[] | undefined;
+  /**
+   * `permits` every holder and waiter of the key asked for (they must agree); set by the
+   * first one while the key is idle (no live holder, no waiter).
+   */
+  permits: number;
   /** FIFO of waiters; created by the first one. */
   waiters: Waiter[] | undefined;
   /**
-   * Hands the lock on when the owner's lease runs out, armed only while someone waits for it:
-   * an owner nobody waits for expires by the clock alone (every read checks `expiresAt`), so an
-   * uncontended lock costs no timer (a timer per grant was a fifth of a memory cycle and ~230
-   * bytes per held lock).
+   * Hands the lock on when the earliest holder's lease runs out, armed only while someone waits
+   * for it: a holder nobody waits for expires by the clock alone (every read checks
+   * `expiresAt`), so an uncontended lock costs no timer (a timer per grant was a fifth of a
+   * memory cycle and ~230 bytes per held lock).
    */
   timer: NodeJS.Timeout | undefined;
 }
 
 /** How often keys whose lease ran out with nobody waiting are forgotten. */
 const SWEEP_MS = 2_000;
+const NO_HOLDERS: readonly Holder[] = [];
 
 /**
  * In-process backend: a map of keys with ttl, FIFO hand-off to waiters, and one global fence
  * counter (strictly increasing per key because it increases across all keys, and it needs no
  * per-key state that would grow forever). For tests and single-instance apps only: it does
  * not coordinate processes.
+ *
+ * Shared and counted locks: a key admits a request when it has no waiter (FIFO, no barging)
+ * and its live holders let it in: none for an `exclusive` mutex, only `shared` ones for a
+ * `shared` request, fewer than `permits` for a counted one (which gets the lowest free slot).
+ * A waiting `exclusive` request thus holds back every `shared` request behind it (writer
+ * preference); a release, an expiry or a waiter leaving admits the queue's head, and whoever
+ * follows it while they fit (readers behind a leaving writer enter together). Every holder and
+ * waiter of a key must ask the same `permits` while the key is busy; a request that disagrees
+ * is refused with `LockConfigError` (never over-admitted).
  */
 export class MemoryLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
     leaseBased: true,
     fencing: true,
     waiting: 'queue',
+    shared: true,
+    permits: true,
   };
 
   private readonly entries = new Map<string, Entry>();
@@ -55,32 +90,62 @@ export class MemoryLockBackend implements LockBackend {
   /** Forgets expired keys nobody released (left to expire, or abandoned); one per backend. */
   private sweeper?: NodeJS.Timeout;
 
-  async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
-    const entry = this.entries.get(key);
-    if (entry && (this.isOwned(entry) || hasWaiters(entry))) return null;
-    return this.grant(key, entry ?? this.newEntry(key), token, ttlMs);
+  async tryAcquire({
+    key,
+    token,
+    ttlMs,
+    mode = 'exclusive',
+    permits = 1,
+  }: GrantRequest): Promise<LockGrant | null> {
+    const existing = this.entries.get(key);
+    if (existing === undefined) return this.grant(this.newEntry(key, permits), token, ttlMs, mode);
+    const entry = existing;
+    this.settle(key, entry, monotonicNow());
+    this.agree(key, entry, permits);
+    if (hasWaiters(entry) || !admits(entry, mode)) {
+      this.dropIfIdle(key, entry);
+      return null;
+    }
+    return this.grant(entry, token, ttlMs, mode);
   }
 
-  acquire({ key, token, ttlMs, waitMs, signal }: QueuedRequest): Promise<LockGrant | null> {
-    const entry = this.entries.get(key) ?? this.newEntry(key);
-    if (!this.isOwned(entry) && !hasWaiters(entry)) {
-      return Promise.resolve(this.grant(key, entry, token, ttlMs));
+  acquire({
+    key,
+    token,
+    ttlMs,
+    mode = 'exclusive',
+    permits = 1,
+    waitMs,
+    signal,
+  }: QueuedRequest): Promise<LockGrant | null> {
+    let entry = this.entries.get(key);
+    if (entry === undefined) entry = this.newEntry(key, permits);
+    else {
+      this.settle(key, entry, monotonicNow());
+      try {
+        this.agree(key, entry, permits);
+      } catch (err) {
+        this.dropIfIdle(key, entry);
+        return Promise.reject(err);
+      }
+    }
+    if (!hasWaiters(entry) && admits(entry, mode)) {
+      return Promise.resolve(this.grant(entry, token, ttlMs, mode));
     }
     if (signal.aborted || waitMs <= 0) {
       this.dropIfIdle(key, entry);
       return Promise.resolve(null);
     }
+    const queued = entry;
     return new Promise((resolve) => {
       const giveUp = (): void => {
-        const waiters = entry.waiters!;
+        const waiters = queued.waiters!;
         const i = waiters.indexOf(waiter);
         if (i >= 0) waiters.splice(i, 1);
         waiter.cleanup();
-        if (waiters.length === 0 && entry.timer) {
-          clearTimeout(entry.timer);
-          entry.timer = undefined;
-        }
-        this.dropIfIdle(key, entry);
+        // A writer leaving the head of the queue lets the readers behind it in.
+        this.settle(key, queued, monotonicNow());
+        this.dropIfIdle(key, queued);
         resolve(null);
       };
       const timer = Number.isFinite(waitMs) ? unrefTimer(giveUp, waitMs) : undefined;
@@ -88,22 +153,25 @@ export class MemoryLockBackend implements LockBackend {
       const waiter: Waiter = {
         token,
         ttlMs,
+        mode,
         resolve,
         cleanup: () => {
           if (timer) clearTimeout(timer);
           signal.removeEventListener('abort', giveUp);
         },
       };
-      (entry.waiters ??= []).push(waiter);
-      this.armExpiry(key, entry);
+      (queued.waiters ??= []).push(waiter);
+      this.armExpiry(key, queued);
     });
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
     const entry = this.entries.get(key);
-    if (!entry || entry.token !== token || !this.isOwned(entry)) return false;
+    const holder = entry && findHolder(entry, token);
+    const now = monotonicNow();
+    if (!holder || now >= holder.expiresAt) return false;
     // An armed expiry timer sees the later expiresAt when it fires and waits on.
-    entry.expiresAt = monotonicNow() + ttlMs;
+    holder.expiresAt = now + ttlMs;
     return true;
   }
 
@@ -113,34 +181,50 @@ export class MemoryLockBackend implements LockBackend {
 
   async release(key: string, token: string): Promise<boolean> {
     const entry = this.entries.get(key);
-    if (!entry || entry.token !== token) return false;
-    const wasOurs = this.isOwned(entry);
-    this.handOff(key, entry);
-    return wasOurs;
+    const holder = entry && findHolder(entry, token);
+    if (!holder) return false;
+    const now = monotonicNow();
+    removeHolder(entry!, holder);
+    this.settle(key, entry!, now);
+    this.dropIfIdle(key, entry!);
+    return now < holder.expiresAt;
   }
 
   async isLocked(key: string): Promise<boolean> {
     const entry = this.entries.get(key);
-    return entry !== undefined && this.isOwned(entry);
+    return entry !== undefined && isHeld(entry, monotonicNow());
   }
 
   async inspect(key: string): Promise<StoreLockInfo> {
     const entry = this.entries.get(key);
-    const owned = entry !== undefined && this.isOwned(entry);
-    return {
-      held: owned,
+    const now = monotonicNow();
+    const live = entry === undefined ? NO_HOLDERS : liveHolders(entry, now);
+    const waiting = entry?.waiters?.length ?? 0;
+    if (live.length === 0) {
       // When free: the counter is shared by all keys, at or above this key's last fence.
-      fence: owned ? entry.fence : this.fence,
-      remainingMs: owned ? Math.max(0, entry.expiresAt - monotonicNow()) : undefined,
-      waiting: entry?.waiters?.length ?? 0,
-      holders: owned ? 1 : 0,
+      return { held: false, fence: this.fence, waiting, holders: 0 };
+    }
+    return {
+      held: true,
+      // The latest grant's: a fenced store must accept it, and it is above every other holder's.
+      fence: Math.max(...live.map((h) => h.fence)),
+      // The key stays held until the last lease runs out.
+      remainingMs: Math.max(0, Math.max(...live.map((h) => h.expiresAt)) - now),
+      waiting,
+      holders: live.length,
+      mode: live[0].mode,
+      permits: entry!.permits,
+      slots: live.map((h) => h.permit).sort((a, b) => a - b),
     };
   }
 
   async forceRelease(key: string): Promise<boolean> {
     const entry = this.entries.get(key);
-    if (!entry || !this.isOwned(entry)) return false;
-    this.handOff(key, entry);
+    const now = monotonicNow();
+    if (!entry || !isHeld(entry, now)) return false;
+    entry.holders = undefined;
+    this.settle(key, entry, now);
+    this.dropIfIdle(key, entry);
     return true;
   }
 
@@ -162,14 +246,8 @@ export class MemoryLockBackend implements LockBackend {
     this.entries.clear();
   }
 
-  private newEntry(key: string): Entry {
-    const entry: Entry = {
-      token: undefined,
-      expiresAt: 0,
-      fence: 0,
-      waiters: undefined,
-      timer: undefined,
-    };
+  private newEntry(key: string, permits: number): Entry {
+    const entry: Entry = { holders: undefined, permits, waiters: undefined, timer: undefined };
     this.entries.set(key, entry);
     if (!this.sweeper && !this.closed) {
       this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
@@ -178,63 +256,88 @@ export class MemoryLockBackend implements LockBackend {
     return entry;
   }
 
-  private isOwned(entry: Entry): boolean {
-    return entry.token !== undefined && monotonicNow() < entry.expiresAt;
-  }
-
-  private grant(key: string, entry: Entry, token: string, ttlMs: number): LockGrant {
-    const grantedAt = monotonicNow();
-    const fence = ++this.fence;
-    entry.token = token;
-    entry.expiresAt = grantedAt + ttlMs;
-    entry.fence = fence;
-    if (hasWaiters(entry)) this.armExpiry(key, entry);
-    return { fence, grantedAt };
-  }
-
-  /** Arms the hand-on at the owner's expiry, if not armed (someone waits now). */
-  private armExpiry(key: string, entry: Entry): void {
-    if (entry.timer || entry.token === undefined) return;
-    entry.timer = unrefTimer(() => this.expire(key, entry), entry.expiresAt - monotonicNow());
-  }
-
-  /** Lease ran out (or was extended meanwhile): pass the lock to the next waiter, as a release would. */
-  private expire(key: string, entry: Entry): void {
-    entry.timer = undefined;
-    if (entry.token === undefined || this.entries.get(key) !== entry) return;
-    if (monotonicNow() < entry.expiresAt) {
-      this.armExpiry(key, entry);
-      return;
+  /**
+   * Every holder and waiter of a busy key asks the same `permits`: a request that disagrees is
+   * refused (admitting it under either count would let more in than one of them allows). An
+   * idle key takes the request's. Call after `settle` (expired holders gone).
+   */
+  private agree(key: string, entry: Entry, permits: number): void {
+    if (entry.holders === undefined && !hasWaiters(entry)) {
+      entry.permits = permits;
+    } else if (entry.permits !== permits) {
+      throw new LockConfigError(
+        'permits',
+        `"${key}" is held or awaited with permits: ${entry.permits}, this request asks for ` +
+          `${permits}: every holder and waiter of a key must ask the same permits`,
+      );
     }
-    this.handOff(key, entry);
   }
 
-  /** Frees the key and grants it straight to the oldest waiter (FIFO, no barging). */
-  private handOff(key: string, entry: Entry): void {
+  private grant(entry: Entry, token: string, ttlMs: number, mode: LockMode): Holder {
+    const grantedAt = monotonicNow();
+    const holder: Holder = {
+      token,
+      mode,
+      fence: ++this.fence,
+      permit: entry.holders === undefined || entry.permits === 1 ? 0 : freeSlot(entry),
+      grantedAt,
+      expiresAt: grantedAt + ttlMs,
+    };
+    const there = entry.holders;
+    if (there === undefined) entry.holders = holder;
+    else if (Array.isArray(there)) there.push(holder);
+    else entry.holders = [there, holder];
+    return holder;
+  }
+
+  /**
+   * After any change to a key (release, expiry, force, a waiter leaving) and before admitting a
+   * request: drops holders whose lease ran out by `now`, admits waiters from the head of the
+   * queue while they fit, then re-arms the expiry hand-on for those still waiting. The caller
+   * forgets the key if it ends idle (`dropIfIdle`), unless it is about to grant it.
+   */
+  private settle(key: string, entry: Entry, now: number): void {
+    pruneExpired(entry, now);
+    const waiters = entry.waiters;
+    while (waiters !== undefined && waiters.length > 0 && admits(entry, waiters[0].mode)) {
+      const next = waiters.shift()!;
+      next.cleanup();
+      next.resolve(this.grant(entry, next.token, next.ttlMs, next.mode));
+    }
     if (entry.timer) {
       clearTimeout(entry.timer);
       entry.timer = undefined;
     }
-    entry.token = undefined;
-    const next = entry.waiters?.shift();
-    if (next) {
-      next.cleanup();
-      next.resolve(this.grant(key, entry, next.token, next.ttlMs));
-    } else {
-      this.dropIfIdle(key, entry);
-    }
+    if (hasWaiters(entry)) this.armExpiry(key, entry);
+  }
+
+  /** Arms the hand-on at the earliest holder's expiry, if not armed (someone waits now). */
+  private armExpiry(key: string, entry: Entry): void {
+    if (entry.timer || entry.holders === undefined) return;
+    const holders = entry.holders;
+    let earliest = Array.isArray(holders) ? Infinity : holders.expiresAt;
+    if (Array.isArray(holders)) for (const h of holders) earliest = Math.min(earliest, h.expiresAt);
+    entry.timer = unrefTimer(() => this.expire(key, entry), earliest - monotonicNow());
+  }
+
+  /** A lease ran out (or was extended meanwhile): pass the key on, as a release would. */
+  private expire(key: string, entry: Entry): void {
+    entry.timer = undefined;
+    if (this.entries.get(key) !== entry) return;
+    this.settle(key, entry, monotonicNow());
+    this.dropIfIdle(key, entry);
   }
 
   private dropIfIdle(key: string, entry: Entry): void {
-    if (entry.token === undefined && !hasWaiters(entry) && this.entries.get(key) === entry)
+    if (entry.holders === undefined && !hasWaiters(entry) && this.entries.get(key) === entry)
       this.entries.delete(key);
   }
 
-  /** Forgets keys whose lease ran out with nobody waiting (never released, or left to expire). */
+  /** Forgets keys whose leases ran out with nobody waiting (never released, or left to expire). */
   private sweep(): void {
     const now = monotonicNow();
     for (const [key, entry] of this.entries) {
-      if (!hasWaiters(entry) && (entry.token === undefined || now >= entry.expiresAt)) {
+      if (!hasWaiters(entry) && !isHeld(entry, now)) {
         this.entries.delete(key);
       }
     }
@@ -243,4 +346,83 @@ export class MemoryLockBackend implements LockBackend {
 
 function hasWaiters(entry: Entry): boolean {
   return entry.waiters !== undefined && entry.waiters.length > 0;
+}
+
+/**
+ * Whether the key's holders (expired ones already dropped) let a request of `mode` in, under
+ * the key's agreed `permits`: a free key admits anything; `shared` joins `shared` holders;
+ * `exclusive` joins only the holders of a counted lock, while a slot is free.
+ */
+function admits(entry: Entry, mode: LockMode): boolean {
+  const holders = entry.holders;
+  if (holders === undefined) return true;
+  const first = Array.isArray(holders) ? holders[0] : holders;
+  if (mode === 'shared') return first.mode === 'shared';
+  const count = Array.isArray(holders) ? holders.length : 1;
+  return first.mode === 'exclusive' && count < entry.permits;
+}
+
+/** The lowest slot no holder of a counted lock holds (the caller checked one is free). */
+function freeSlot(entry: Entry): number {
+  const holders = entry.holders!;
+  const used = new Set<number>();
+  if (Array.isArray(holders)) for (const h of holders) used.add(h.permit);
+  else used.add(holders.permit);
+  let slot = 0;
+  while (used.has(slot)) slot++;
+  return slot;
+}
+
+function findHolder(entry: Entry, token: string): Holder | undefined {
+  const holders = entry.holders;
+  if (holders === undefined) return undefined;
+  if (!Array.isArray(holders)) return holders.token === token ? holders : undefined;
+  return holders.find((h) => h.token === token);
+}
+
+function removeHolder(entry: Entry, holder: Holder): void {
+  const holders = entry.holders;
+  if (holders === holder) {
+    entry.holders = undefined;
+  } else if (Array.isArray(holders)) {
+    const i = holders.indexOf(holder);
+    if (i >= 0) holders.splice(i, 1);
+    collapse(entry, holders);
+  }
+}
+
+/** Drops holders whose lease ran out by `now`. */
+function pruneExpired(entry: Entry, now: number): void {
+  const holders = entry.holders;
+  if (holders === undefined) return;
+  if (!Array.isArray(holders)) {
+    if (now >= holders.expiresAt) entry.holders = undefined;
+    return;
+  }
+  let kept = 0;
+  for (const h of holders) if (now < h.expiresAt) holders[kept++] = h;
+  holders.length = kept;
+  collapse(entry, holders);
+}
+
+/** Back to no array for one holder or none (the common case stays array-free). */
+function collapse(entry: Entry, holders: Holder[]): void {
+  if (holders.length === 0) entry.holders = undefined;
+  else if (holders.length === 1) entry.holders = holders[0];
+}
+
+/** Whether a holder's lease has not run out by `now`. */
+function isHeld(entry: Entry, now: number): boolean {
+  const holders = entry.holders;
+  if (holders === undefined) return false;
+  if (!Array.isArray(holders)) return now < holders.expiresAt;
+  return holders.some((h) => now < h.expiresAt);
+}
+
+/** Holders whose lease has not run out by `now` (reads only). */
+function liveHolders(entry: Entry, now: number): readonly Holder[] {
+  const holders = entry.holders;
+  if (holders === undefined) return NO_HOLDERS;
+  if (!Array.isArray(holders)) return now < holders.expiresAt ? [holders] : NO_HOLDERS;
+  return holders.filter((h) => now < h.expiresAt);
 }

@@ -115,6 +115,9 @@ export class RedisLockBackend implements LockBackend {
     leaseBased: true,
     fencing: true,
     waiting: 'queue',
+    // Shared and counted locks are not built on Redis yet (issue 19): refused by the engine.
+    shared: false,
+    permits: false,
   };
 
   /**

@@ -85,6 +85,9 @@ export class RedlockLockBackend implements LockBackend {
     leaseBased: true,
     fencing: true,
     waiting: 'poll',
+    // Shared and counted locks are not built on Redlock yet (issue 19): refused by the engine.
+    shared: false,
+    permits: false,
   };
   private readonly quorum: number;
   private closed = false;

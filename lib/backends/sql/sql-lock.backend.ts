@@ -129,6 +129,9 @@ export class SqlLockBackend implements LockBackend {
       leaseBased: strategy.kind === 'lease',
       fencing: true,
       waiting: waitsInDatabase || strategy.kind === 'lease' ? 'queue' : 'poll',
+      // Shared and counted locks are not built on SQL yet (issue 19): refused by the engine.
+      shared: false,
+      permits: false,
     };
     if (waitsInDatabase) this.acquire = (request) => this.waitInLine(request, this.headOfSession);
     if (strategy.kind === 'lease') {

@@ -64,6 +64,9 @@ export class ZookeeperLockBackend implements LockBackend {
     leaseBased: false,
     fencing: true,
     waiting: 'queue-first',
+    // Shared and counted locks are not built on ZooKeeper yet (issue 19): refused by the engine.
+    shared: false,
+    permits: false,
   };
 
   /** Key nodes left empty by a release, removed after TIDY_DELAY_MS unless used again. */

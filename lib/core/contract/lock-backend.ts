@@ -91,9 +91,25 @@ export interface StoreLockInfo {
   readonly remainingMs?: number;
   /** Callers queued for the key, where the store keeps a queue. */
   readonly waiting?: number;
-  /** How many hold it now (1 for a held mutex, 0 when free). */
+  /** How many hold it now (1 for a held mutex, 0 when free; every holder of a shared or counted lock). */
   readonly holders?: number;
+  /**
+   * Mode of the current holders (`'shared'` when readers hold it); absent when free or where
+   * the store cannot tell.
+   */
+  readonly mode?: LockMode;
+  /** `permits` the current holders (and waiters) agreed on; absent when free or unknown. */
+  readonly permits?: number;
+  /** Slots held now (`Lock.permit` of each holder), ascending; absent when free or unknown. */
+  readonly slots?: readonly number[];
 }
+
+/**
+ * How a grant shares its key: `'exclusive'` excludes every other holder (or, with `permits`
+ * above 1, every holder past the permits); `'shared'` admits any number of other `'shared'`
+ * holders and no `'exclusive'` one.
+ */
+export type LockMode = 'exclusive' | 'shared';
 
 /** One grant asked of a backend. */
 export interface GrantRequest {
@@ -103,6 +119,17 @@ export interface GrantRequest {
   readonly token: string;
   /** Lease asked for, in ms. */
   readonly ttlMs: number;
+  /**
+   * `'shared'` or `'exclusive'`. The engine sends it on every request (renewals included);
+   * absent means `'exclusive'` (direct callers, tools). Only `'exclusive'` reaches a backend
+   * without `capabilities.shared`.
+   */
+  readonly mode?: LockMode;
+  /**
+   * Holders the key admits at once (1: a mutex). The engine sends it on every request; absent
+   * means 1. Only 1 reaches a backend without `capabilities.permits`.
+   */
+  readonly permits?: number;
 }
 
 /** A grant the caller is willing to wait for (`LockBackend.acquire`). */
@@ -136,6 +163,11 @@ export interface LockGrant {
    * third of it.
    */
   readonly validityMs?: number;
+  /**
+   * Slot this grant holds, `0..permits-1`, unique among the key's current holders (absent: 0).
+   * The engine refuses a grant whose slot is out of range.
+   */
+  readonly permit?: number;
 }
 
 /**
@@ -163,4 +195,15 @@ export interface LockBackendCapabilities {
    *   lock anyway (a separate try would add a round trip to every contended acquisition).
    */
   readonly waiting: 'poll' | 'queue' | 'queue-first';
+  /**
+   * `true` when the backend grants `mode: 'shared'` (readers together, a writer alone, writer
+   * preference). Absent or `false`: the engine refuses a shared request with `LockConfigError`
+   * before any I/O.
+   */
+  readonly shared?: boolean;
+  /**
+   * `true` when the backend grants `permits` above 1 (counted locks, each grant with its slot).
+   * Absent or `false`: the engine refuses such a request with `LockConfigError` before any I/O.
+   */
+  readonly permits?: boolean;
 }

@@ -9,6 +9,7 @@ import type {
   LockGrant,
   QueuedRequest,
 } from '../contract/lock-backend';
+import type { LockSettings } from '../settings/module-options';
 import { LockEngine } from './lock-engine';
 
 // How the acquisition loop reads a backend's capabilities: `fencing` (a fence or null, and a
@@ -54,21 +55,20 @@ afterEach(async () => {
   for (const engine of engines.splice(0)) await engine.close();
 });
 
+/** Settings of the engines under test: backend `m` by default, keys prefixed `p:`. */
+const SETTINGS: LockSettings = {
+  defaultBackend: 'm',
+  keyPrefix: 'p:',
+  ttl: 5_000,
+  waitTimeout: 0,
+  autoRenew: true,
+  shutdown: { inFlight: 'abort', timeout: 1_000 },
+  operationTimeout: 1_000,
+};
+
 /** An engine over `backend` alone (named `m`), recording its events. */
 function engineOver(backend: DeclaredMemory) {
-  const engine = new LockEngine(
-    new Map([['m', backend]]),
-    {
-      defaultBackend: 'm',
-      keyPrefix: 'p:',
-      ttl: 5_000,
-      waitTimeout: 0,
-      autoRenew: true,
-      shutdown: { inFlight: 'abort', timeout: 1_000 },
-      operationTimeout: 1_000,
-    },
-    new Silent('test'),
-  );
+  const engine = new LockEngine(new Map([['m', backend]]), SETTINGS, new Silent('test'));
   engines.push(engine);
   const events: LockEvent[] = [];
   for (const type of ['acquired', 'released', 'error'] as const) {
@@ -181,4 +181,72 @@ describe('Acquisition and capabilities.waiting', () => {
     Object.defineProperty(backend, 'acquire', { value: undefined });
     expect(() => engineOver(backend)).toThrow(LockConfigError);
   });
+});
+
+describe('Acquisition and capabilities.shared / capabilities.permits', () => {
+  it('refuses what the backend does not declare with LockConfigError, before any store call', async () => {
+    // The memory store can do both; declared without them, the engine must not ask it.
+    for (const declared of [caps({}), caps({ shared: false, permits: false })]) {
+      const backend = new DeclaredMemory(declared);
+      const { engine } = engineOver(backend);
+      for (const [options, field] of [
+        [{ mode: 'shared' }, 'mode'],
+        [{ permits: 2 }, 'permits'],
+        [{ mode: 'shared', waitTimeout: 1_000 }, 'mode'],
+      ] as const) {
+        for (const mode of ['try', 'wait'] as const) {
+          const err = await (
+            mode === 'try'
+              ? engine.acquire(['k', 'j'], options, mode)
+              : engine.acquire('k', options, mode)
+          ).catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(LockConfigError);
+          expect(err).toMatchObject({ field });
+          expect((err as Error).message).toMatch(/backend "m" cannot grant/);
+          expect((err as Error).message).toMatch(/the memory backend can/);
+        }
+      }
+      expect(backend.calls).toEqual({ tryAcquire: 0, acquire: 0 });
+      // The default (a mutex) is what it always was.
+      const lock = await engine.acquire('k', { mode: 'exclusive', permits: 1 }, 'wait');
+      expect(lock).toMatchObject({ mode: 'exclusive', permit: 0 });
+      await lock.release();
+    }
+  });
+
+  it('names the configured backends that can grant it', async () => {
+    const engine = new LockEngine(
+      new Map([
+        ['plain', new DeclaredMemory(caps({}))],
+        ['rw', new DeclaredMemory(caps({ shared: true }))],
+      ]),
+      { ...SETTINGS, defaultBackend: 'plain', keyPrefix: '' },
+      new Silent('test'),
+    );
+    engines.push(engine);
+    const err = await engine.acquire('k', { mode: 'shared' }, 'try').catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/backend "plain" cannot grant mode 'shared'/);
+    expect((err as Error).message).toMatch(/use a backend that can: "rw"/);
+    const reader = await engine.acquire('k', { mode: 'shared', backend: 'rw' }, 'try');
+    expect(reader?.mode).toBe('shared');
+    await reader?.release();
+  });
+
+  it.each([-1, 3, 1.5, '1'])(
+    'a grant with slot %p outside 0..permits-1 is refused with LockBackendError, the grant released',
+    async (permit) => {
+      const backend = new DeclaredMemory(caps({ shared: true, permits: true }));
+      const real = backend.tryAcquire.bind(backend);
+      backend.tryAcquire = async (request) => {
+        const grant = await real(request);
+        return grant && ({ ...grant, permit } as LockGrant);
+      };
+      const { engine } = engineOver(backend);
+      const err = await engine.acquire('k', { permits: 3 }, 'try').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LockBackendError);
+      expect((err as Error).message).toMatch(/outside 0\.\.2/);
+      await new Promise((r) => setImmediate(r));
+      expect(await backend.isLocked('p:k')).toBe(false);
+    },
+  );
 });

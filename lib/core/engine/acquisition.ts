@@ -1,6 +1,7 @@
 import {
   LockAbortedError,
   LockBackendError,
+  LockConfigError,
   LockLostError,
   LockNotAcquiredError,
   LockShuttingDownError,
@@ -61,6 +62,14 @@ export class Acquisition {
     if (req.signal?.aborted) {
       throw new LockAbortedError(req.keys[0][0], req.backendName, req.signal.reason);
     }
+    // A re-entry the scope cannot grant is refused before any key is taken (one key: the loop
+    // below finds it before its first store call anyway).
+    if (req.keys.length > 1) {
+      for (const [key, fullKey] of req.keys) {
+        const outer = context.find(req.backendName, fullKey);
+        if (outer && outer.state !== 'released') checkReentry(req, key, outer);
+      }
+    }
     const startedAt = monotonicNow();
     const token = newOwnerToken();
     const leases: Lease[] = [];
@@ -68,6 +77,7 @@ export class Acquisition {
       for (const [key, fullKey] of req.keys) {
         const outer = context.find(req.backendName, fullKey);
         if (outer && outer.state !== 'released') {
+          checkReentry(req, key, outer);
           if (!outer.isHeld()) {
             throw new LockLostError(
               key,
@@ -139,7 +149,13 @@ export class Acquisition {
         waitedMs: monotonicNow() - startedAt,
       });
     };
-    const grantRequest = { key: fullKey, token, ttlMs: req.ttl };
+    const grantRequest = {
+      key: fullKey,
+      token,
+      ttlMs: req.ttl,
+      mode: req.mode,
+      permits: req.permits,
+    };
     const { waiting } = backend.capabilities;
     const tryFirst = waiting !== 'queue-first' || waitMs <= 0;
     for (let attempt = 0; ; attempt++) {
@@ -193,8 +209,10 @@ export class Acquisition {
   ): Lease | null {
     const { backend, backendName } = req;
     let fence: number | null;
+    let permit: number;
     try {
       fence = fenceOf(backend, backendName, grant);
+      permit = permitOf(backendName, grant, req.permits);
     } catch (err) {
       backend.release(fullKey, token).catch(() => undefined);
       throw err;
@@ -220,6 +238,9 @@ export class Acquisition {
         fullKey,
         token,
         fence,
+        mode: req.mode,
+        permits: req.permits,
+        permit,
         ttl: req.ttl,
         startedAt: from,
         validityMs: validity,
@@ -253,6 +274,9 @@ export class Acquisition {
     try {
       return await withTimeout(attempt, timeoutMs);
     } catch (err) {
+      // A refusal of the request itself (a key's holders asking other permits): nothing was
+      // granted and nothing failed; the caller gets it as is.
+      if (err instanceof LockConfigError) throw err;
       const error = toLockError(
         this.deps.redactor,
         backendName,
@@ -277,6 +301,48 @@ export class Acquisition {
       throw error;
     }
   }
+}
+
+/**
+ * Whether the lease a scope holds on a key can serve a new request for it (a re-entry), else a
+ * `LockConfigError` saying why. A mutex held (`exclusive`, one permit) serves any request: it
+ * already excludes everyone. Otherwise the request must ask what the lease holds: a `shared`
+ * hold cannot be upgraded to `exclusive` (two readers upgrading would wait for each other
+ * forever), and one slot of a counted lock is not the whole key (nor a slot of another count).
+ */
+function checkReentry(req: LockRequest, key: string, outer: Lease): void {
+  const held = outer.info;
+  if (held.mode === 'exclusive' && held.permits === 1) return;
+  if (held.mode === req.mode && held.permits === req.permits) return;
+  if (held.mode === 'shared' && req.mode === 'exclusive') {
+    throw new LockConfigError(
+      'mode',
+      `"${key}" is held shared by this scope: taking it exclusive inside it is refused (no ` +
+        'upgrade: two readers upgrading would wait for each other forever); release the shared ' +
+        "lock first, or take it with mode 'exclusive' from the start",
+    );
+  }
+  throw new LockConfigError(
+    'permits',
+    `"${key}" is held by this scope as one of ${held.permits} permit(s) (mode '${held.mode}'); ` +
+      `a request for ${req.permits} permit(s) (mode '${req.mode}') cannot re-enter it (one ` +
+      'slot is not the whole key); ask for what the scope holds',
+  );
+}
+
+/**
+ * The grant's slot: `0..permits-1` (absent: 0). A slot out of range is a backend defect, refused
+ * rather than handed out (two holders could then believe they own one resource).
+ */
+function permitOf(backendName: string, grant: LockGrant, permits: number): number {
+  const permit = grant.permit ?? 0;
+  if (!Number.isInteger(permit) || permit < 0 || permit >= permits) {
+    throw new LockBackendError(
+      backendName,
+      `granted slot ${String(permit)}, outside 0..${permits - 1} for permits: ${permits}`,
+    );
+  }
+  return permit;
 }
 
 /**

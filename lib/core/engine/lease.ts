@@ -1,5 +1,5 @@
 import { type LockError, LockLostError } from '../../errors/lock.errors';
-import type { GrantRequest, LockBackend } from '../contract/lock-backend';
+import type { GrantRequest, LockBackend, LockMode } from '../contract/lock-backend';
 import { monotonicNow } from '../shared/clock';
 import { messageOf } from '../shared/error-message';
 import { withTimeout } from '../shared/timers';
@@ -41,6 +41,12 @@ export interface LeaseGrantInfo {
   readonly fullKey: string;
   readonly token: string;
   readonly fence: number | null;
+  /** Mode granted (the request's). */
+  readonly mode: LockMode;
+  /** Holders the key admits (1: a mutex), as requested; renewals send it again. */
+  readonly permits: number;
+  /** Slot granted, `0..permits-1`. */
+  readonly permit: number;
   readonly ttl: number;
   /** Monotonic time the lease starts counting from (request sent, or grant time). */
   readonly startedAt: number;
@@ -138,11 +144,13 @@ export class Lease implements ScheduledLease {
     options: object,
     inspect: (value: unknown, options: object) => string,
   ): string {
-    const { key, backendName, fence, ttl } = this.info;
+    const { key, backendName, fence, ttl, mode, permit } = this.info;
     const facts = {
       key,
       backend: backendName,
       fence,
+      mode,
+      permit,
       ttl,
       state: this.state,
       holders: this.holders,
@@ -349,7 +357,8 @@ export class Lease implements ScheduledLease {
 
   /** @inheritdoc */
   renewalRequest(): GrantRequest {
-    return { key: this.info.fullKey, token: this.info.token, ttlMs: this.ttl };
+    const { fullKey, token, mode, permits } = this.info;
+    return { key: fullKey, token, ttlMs: this.ttl, mode, permits };
   }
 
   /** @inheritdoc */

@@ -1,5 +1,5 @@
 import { LockLostError } from '../../errors/lock.errors';
-import type { Lock } from '../../lock.interfaces';
+import type { Lock, LockMode } from '../../lock.interfaces';
 import type { Lease } from './lease';
 import { checkDuration } from '../shared/options';
 
@@ -20,6 +20,8 @@ export class LockHandle implements Lock {
   readonly token: string;
   readonly fence: number | null;
   readonly fences: readonly (number | null)[];
+  readonly permit: number;
+  readonly mode: LockMode;
 
   private released = false;
   private releasing?: Promise<void>;
@@ -41,6 +43,12 @@ export class LockHandle implements Lock {
     this.token = leases[0].info.token;
     this.fences = leases.map((l) => l.info.fence);
     this.fence = this.fences[0];
+    this.permit = leases[0].info.permit;
+    // What is held: a shared key anywhere makes the whole lock shared (a re-entry of an
+    // exclusive hold may have asked for less).
+    let mode: LockMode = 'exclusive';
+    for (const lease of leases) if (lease.info.mode === 'shared') mode = 'shared';
+    this.mode = mode;
   }
 
   get signal(): AbortSignal {
@@ -118,6 +126,8 @@ export class LockHandle implements Lock {
       key: this.key,
       backend: this.backend,
       fence: this.fence,
+      mode: this.mode,
+      permit: this.permit,
       held: this.isHeld(),
       released: this.released,
     };

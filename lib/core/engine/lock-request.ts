@@ -1,4 +1,5 @@
-import type { LockBackend } from '../contract/lock-backend';
+import { LockConfigError } from '../../errors/lock.errors';
+import type { LockBackend, LockMode } from '../contract/lock-backend';
 import type { LockSettings } from '../settings/module-options';
 import { validateKeys, validateLockOptions } from '../settings/validation';
 import type { BackendRegistry } from './backend-registry';
@@ -18,6 +19,10 @@ export interface LockRequest {
   readonly maxHold?: number;
   /** The caller's signal: aborting it stops the wait. */
   readonly signal?: AbortSignal;
+  /** `'exclusive'` unless asked otherwise; the same for every key. */
+  readonly mode: LockMode;
+  /** Holders admitted per key (1: a mutex); the same for every key. */
+  readonly permits: number;
 }
 
 /**
@@ -35,6 +40,10 @@ export function prepareLockRequest(
   const list = validateKeys(keys);
   const opts = validateLockOptions(options);
   const backendName = backends.resolve(opts.backend, defaultBackend);
+  const backend = backends.get(backendName);
+  const mode = opts.mode ?? 'exclusive';
+  const permits = opts.permits ?? 1;
+  if (mode !== 'exclusive' || permits !== 1) checkCapable(backends, backendName, mode, permits);
   // Canonical order (by the key the store sees) so two multi-key requests never deadlock.
   const pairs =
     list.length === 1
@@ -44,7 +53,7 @@ export function prepareLockRequest(
           .sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
   return {
     backendName,
-    backend: backends.get(backendName),
+    backend,
     keys: pairs,
     ttl: opts.ttl ?? settings.ttl,
     waitTimeout: isTry ? 0 : (opts.waitTimeout ?? settings.waitTimeout),
@@ -52,5 +61,37 @@ export function prepareLockRequest(
     lockAtLeastFor: opts.lockAtLeastFor ?? 0,
     maxHold: opts.maxHold ?? settings.maxHold,
     signal: opts.signal,
+    mode,
+    permits,
   };
+}
+
+/**
+ * Refuses, before any I/O, a shared or counted request on a backend that cannot grant it (a
+ * mutex-only store would otherwise hand out an exclusive lock, or none, silently). The error
+ * names the backend and the configured backends that can.
+ */
+function checkCapable(
+  backends: BackendRegistry,
+  backendName: string,
+  mode: LockMode,
+  permits: number,
+): void {
+  const [field, capability, what] =
+    mode === 'shared'
+      ? (['mode', 'shared', "mode 'shared'"] as const)
+      : (['permits', 'permits', `permits: ${permits}`] as const);
+  if (backends.get(backendName).capabilities[capability] === true) return;
+  const able = backends
+    .names()
+    .filter((name) => backends.get(name).capabilities[capability] === true);
+  const use =
+    able.length > 0
+      ? `use a backend that can: ${able.map((n) => `"${n}"`).join(', ')}`
+      : 'no configured backend can; the memory backend can';
+  throw new LockConfigError(
+    field,
+    `backend "${backendName}" cannot grant ${what} (its capabilities.${capability} is not true); ` +
+      `${use} (see the README's "Shared and counted locks" table)`,
+  );
 }

@@ -85,6 +85,9 @@ function setup(store: BatchStore | LockBackend) {
         fullKey: `p:k-${token}`,
         token,
         fence: 1,
+        mode: 'exclusive',
+        permits: 1,
+        permit: 0,
         ttl,
         startedAt: performance.now(),
         validityMs: ttl,
@@ -127,7 +130,13 @@ describe('RenewalScheduler', () => {
     for (const b of store.batches) {
       expect(new Set(b.requests.map((r) => r.token)).size).toBe(b.requests.length);
       for (const r of b.requests)
-        expect(r).toEqual({ key: `p:k-${r.token}`, token: r.token, ttlMs: 300 });
+        expect(r).toEqual({
+          key: `p:k-${r.token}`,
+          token: r.token,
+          ttlMs: 300,
+          mode: 'exclusive',
+          permits: 1,
+        });
     }
     expect(store.singles).toBe(0);
   });

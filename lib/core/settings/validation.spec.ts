@@ -1,6 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import { LockConfigError } from '../../errors/lock.errors';
-import { MAX_KEY_LENGTH, MIN_TTL_MS, validateKeys, validateLockOptions } from './validation';
+import {
+  MAX_KEY_LENGTH,
+  MAX_PERMITS,
+  MIN_TTL_MS,
+  validateKeys,
+  validateLockOptions,
+} from './validation';
 
 /** What a thrown `LockConfigError` naming `field` matches. */
 const configError = (field: string) =>
@@ -37,6 +43,32 @@ describe('validation', () => {
       ttl: 100,
       waitTimeout: 0,
     });
+  });
+
+  it('checks mode and permits, and refuses shared with more than one permit', () => {
+    for (const mode of ['read', 'EXCLUSIVE', '', 1, null, true]) {
+      expect(() => validateLockOptions({ mode })).toThrow(configError('mode'));
+    }
+    for (const permits of [0, -1, 1.5, NaN, Infinity, MAX_PERMITS + 1, '3', 3n, null]) {
+      expect(() => validateLockOptions({ permits })).toThrow(configError('permits'));
+    }
+    expect(() => validateLockOptions({ mode: 'shared', permits: 2 })).toThrow(
+      configError('permits'),
+    );
+    expect(validateLockOptions({ mode: 'shared' })).toMatchObject({ mode: 'shared' });
+    expect(validateLockOptions({ mode: 'shared', permits: 1 })).toMatchObject({
+      mode: 'shared',
+      permits: 1,
+    });
+    expect(validateLockOptions({ permits: MAX_PERMITS })).toMatchObject({ permits: MAX_PERMITS });
+    expect(validateLockOptions({ mode: 'exclusive', permits: 3 })).toMatchObject({
+      mode: 'exclusive',
+      permits: 3,
+    });
+    // Unset stays unset: the engine fills the defaults (exclusive, 1).
+    const none = validateLockOptions({ ttl: 1_000 });
+    expect(none.mode).toBeUndefined();
+    expect(none.permits).toBeUndefined();
   });
 
   it('compares ttl with its minimum before rounding up', () => {

@@ -1,4 +1,5 @@
 import { LockConfigError } from '../../errors/lock.errors';
+import type { LockMode } from '../../lock.interfaces';
 import {
   checkBoolean,
   checkDuration,
@@ -25,6 +26,12 @@ export const MIN_TTL_MS = 100;
 export const MAX_KEY_LENGTH = 16_384;
 /** Most keys in one multi-key lock. */
 export const MAX_KEYS = 64;
+/**
+ * Most `permits` of a counted lock. Stores keep one slot (row, node, key) per permit and
+ * `inspect` lists the slots held, so the bound keeps both small; a pool of more than 1024
+ * interchangeable slots is a rate limit, not a lock.
+ */
+export const MAX_PERMITS = 1024;
 
 /**
  * Checks one key and returns it. A key must be a non-empty string of at most
@@ -129,6 +136,8 @@ export interface CheckedLockOptions {
   lockAtLeastFor?: number;
   signal?: AbortSignal;
   maxHold?: number;
+  mode?: LockMode;
+  permits?: number;
 }
 
 const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -139,6 +148,8 @@ const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set([
   'lockAtLeastFor',
   'signal',
   'maxHold',
+  'mode',
+  'permits',
 ]);
 
 /**
@@ -148,7 +159,7 @@ const LOCK_OPTION_KEYS: ReadonlySet<string> = new Set([
 export function validateLockOptions(options: unknown): CheckedLockOptions {
   if (options === undefined) return {};
   const o = checkOptions(options, LOCK_OPTION_KEYS, 'options');
-  return {
+  const checked: CheckedLockOptions = {
     backend: o.backend === undefined ? undefined : checkBackendName(o.backend, 'backend'),
     ttl: o.ttl === undefined ? undefined : checkTtl(o.ttl, 'ttl'),
     waitTimeout: o.waitTimeout === undefined ? undefined : checkWait(o.waitTimeout, 'waitTimeout'),
@@ -159,5 +170,36 @@ export function validateLockOptions(options: unknown): CheckedLockOptions {
         : checkNonNegativeDuration(o.lockAtLeastFor, 'lockAtLeastFor'),
     signal: o.signal === undefined ? undefined : checkSignal(o.signal, 'signal'),
     maxHold: o.maxHold === undefined ? undefined : checkDuration(o.maxHold, 'maxHold'),
+    mode: o.mode === undefined ? undefined : checkMode(o.mode, 'mode'),
+    permits: o.permits === undefined ? undefined : checkPermits(o.permits, 'permits'),
   };
+  if (checked.mode === 'shared' && checked.permits !== undefined && checked.permits > 1) {
+    // A shared lock already admits any number of readers, and "N readers at most" is a counted
+    // lock (`permits` with the default mode): the pair has no meaning of its own.
+    throw new LockConfigError(
+      'permits',
+      `must be 1 with mode 'shared' (got ${checked.permits}): a shared lock admits any number ` +
+        "of readers; for at most N holders use permits with mode 'exclusive' (the default)",
+    );
+  }
+  return checked;
+}
+
+/** `'exclusive'` or `'shared'`. */
+export function checkMode(value: unknown, field: string): LockMode {
+  if (value !== 'exclusive' && value !== 'shared') {
+    throw new LockConfigError(field, `must be 'exclusive' or 'shared', got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** A whole number of permits, 1 to {@link MAX_PERMITS}. */
+export function checkPermits(value: unknown, field: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw new LockConfigError(field, `must be a whole number, got ${describe(value)}`);
+  }
+  if (value < 1 || value > MAX_PERMITS) {
+    throw new LockConfigError(field, `must be from 1 to ${MAX_PERMITS}, got ${value}`);
+  }
+  return value;
 }
