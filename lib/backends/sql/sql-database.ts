@@ -79,14 +79,14 @@ export class SqlDatabase {
   }
 
   /**
-   * Makes the (free) row of `key` if it is missing, on `runner` (else a pooled connection), in
+   * Makes the (free) row of `key` if it is missing, on `runner` (the lock's own connection), in
    * autocommit; `true` when this call made it. MariaDB/MySQL look first with a plain read: on
    * InnoDB an INSERT IGNORE of an existing row waits for whoever holds it FOR UPDATE (bounded
    * by the session's `innodb_lock_wait_timeout`); PostgreSQL's ON CONFLICT DO NOTHING never
    * waits for a row lock, so it needs no read first. Driver errors (a deadlock among inserts
    * of the same row, a lock wait timeout) reach the caller as they are.
    */
-  async createRowIfMissing(key: string, runner?: SqlRunner): Promise<boolean> {
+  async createRowIfMissing(key: string, runner: SqlRunner): Promise<boolean> {
     if (this.dialect.family !== 'postgres' && (await this.rowExists(key, runner))) return false;
     const insert = this.dialect.insertIgnore(this.table, ['lock_key', 'key_text', 'fence']);
     return affectedRows(await this.run(insert, [storedKey(key), key, 0], runner)) === 1;
