@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Redis from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
@@ -8,7 +7,14 @@ import { redisBackendFactory } from '../../lib/backends/redis/redis.factory';
 import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 import type { RedisBackendConfig } from '../../lib/backends/backend-config';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
+import {
+  bucketMates,
+  evalshaCalls,
+  fencesWithMatesBetween,
+  footprint,
+  lockAndRelease,
+  ownerToken as token,
+} from '../support/fence-footprint';
 import {
   redisCommand,
   startRedisCluster,
@@ -19,7 +25,6 @@ import {
 // that slot (so every script stays single-slot), however many keys; fences of a key rise
 // strictly; legacy per-key counters are carried over; extendMany sends each master one
 // pipeline of per-slot script calls, and a master that fails fails only its leases.
-const token = (): string => randomUUID().replaceAll('-', '');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('redis cluster: fence counters per hash slot and extendMany', () => {
@@ -80,13 +85,7 @@ describe('redis cluster: fence counters per hash slot and extendMany', () => {
   it("a key's fences rise strictly while other keys of its slot are granted in between", async () => {
     const key = 'cfp:mine';
     const mates = bucketMates(key, 'cfp:mate:', 10, null);
-    const mine: number[] = [];
-    for (let round = 0; round < 30; round++) {
-      const t = token();
-      mine.push((await backend.tryAcquire({ key, token: t, ttlMs: 10_000 }))!.fence!);
-      await backend.release(key, t);
-      await lockAndRelease(backend, mates.slice(0, 1 + (round % mates.length)), 5);
-    }
+    const { mine } = await fencesWithMatesBetween(backend, key, mates, 30);
     for (let i = 1; i < mine.length; i++) expect(mine[i]).toBeGreaterThan(mine[i - 1]);
     const t = token();
     const held = await backend.tryAcquire({ key, token: t, ttlMs: 10_000 });

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import Redis from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
@@ -12,7 +11,14 @@ import {
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
+import {
+  bucketMates,
+  evalshaCalls,
+  fencesWithMatesBetween,
+  footprint,
+  lockAndRelease,
+  ownerToken as token,
+} from '../support/fence-footprint';
 import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
 
 // Issue 18 on one Redis node of its own (so DBSIZE and INFO count only this spec's keys and
@@ -20,7 +26,6 @@ import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
 // are locked, each key's fences still rise strictly, counters of earlier versions are carried
 // over, a change of `fenceBuckets` keeps fences rising, and extendMany renews a batch in one
 // pipeline.
-const token = (): string => randomUUID().replaceAll('-', '');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('redis (single node): fence buckets and extendMany', () => {
@@ -99,17 +104,7 @@ describe('redis (single node): fence buckets and extendMany', () => {
     const { backend } = await start(64);
     const key = 'fp:mine';
     const mates = bucketMates(key, 'fp:mate:', 20, 64);
-    const mine: number[] = [];
-    const all: number[] = [];
-    for (let round = 0; round < 50; round++) {
-      const t = token();
-      const grant = await backend.tryAcquire({ key, token: t, ttlMs: 10_000 });
-      mine.push(grant!.fence!);
-      all.push(grant!.fence!);
-      await backend.release(key, t);
-      const fences = await lockAndRelease(backend, mates.slice(0, 1 + (round % mates.length)), 5);
-      all.push(...fences.values());
-    }
+    const { mine, all } = await fencesWithMatesBetween(backend, key, mates, 50);
     for (let i = 1; i < mine.length; i++) expect(mine[i]).toBeGreaterThan(mine[i - 1]);
     // One counter served them all: every grant in the bucket got a fence of its own.
     expect(new Set(all).size).toBe(all.length);

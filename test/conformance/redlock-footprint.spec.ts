@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import Redis from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
@@ -7,7 +6,14 @@ import { FENCE_BUCKETS_META, fenceCounterName } from '../../lib/backends/redis/f
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 import type { RedlockLockBackend } from '../../lib/backends/redlock/redlock.backend';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { bucketMates, evalshaCalls, footprint, lockAndRelease } from '../support/fence-footprint';
+import {
+  bucketMates,
+  evalshaCalls,
+  fencesWithMatesBetween,
+  footprint,
+  lockAndRelease,
+  ownerToken as token,
+} from '../support/fence-footprint';
 import { startRedisNodes, type RedisNode } from '../../servers/redis-servers';
 
 // Issue 18 on Redlock over three redis-server processes of its own: each node keeps at most
@@ -15,7 +21,6 @@ import { startRedisNodes, type RedisNode } from '../../servers/redis-servers';
 // fences rise strictly, the holder's fence is tagged on its copies); legacy per-key counters are
 // carried over; extendMany renews a batch with one script call per node and applies the quorum
 // rule of extend per lease.
-const token = (): string => randomUUID().replaceAll('-', '');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('redlock: fence buckets per node and extendMany', () => {
@@ -71,13 +76,7 @@ describe('redlock: fence buckets per node and extendMany', () => {
     const backend = await start(64);
     const key = 'rfp:mine';
     const mates = bucketMates(key, 'rfp:mate:', 10, 64);
-    const mine: number[] = [];
-    for (let round = 0; round < 30; round++) {
-      const t = token();
-      mine.push((await backend.tryAcquire({ key, token: t, ttlMs: 10_000 }))!.fence!);
-      await backend.release(key, t);
-      await lockAndRelease(backend, mates.slice(0, 1 + (round % mates.length)), 5);
-    }
+    const { mine } = await fencesWithMatesBetween(backend, key, mates, 30);
     for (let i = 1; i < mine.length; i++) expect(mine[i]).toBeGreaterThan(mine[i - 1]);
     const t = token();
     const held = await backend.tryAcquire({ key, token: t, ttlMs: 10_000 });

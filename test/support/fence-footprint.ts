@@ -9,6 +9,34 @@ import type { LockBackend } from '../../lib/core/contract/lock-backend';
 import { FENCE_BUCKETS_META } from '../../lib/backends/redis/fence-buckets';
 import { redisLockNames } from '../../lib/backends/redis/redis-keys';
 
+/** A fresh owner token (32 hex digits, as the engine makes them). */
+export const ownerToken = (): string => randomUUID().replaceAll('-', '');
+
+/**
+ * Takes and releases `key` `rounds` times, locking and releasing a growing run of `mates` (keys
+ * sharing its bucket) in between: the key's own fences in order, and every fence handed out.
+ */
+export async function fencesWithMatesBetween(
+  backend: LockBackend,
+  key: string,
+  mates: readonly string[],
+  rounds: number,
+): Promise<{ mine: number[]; all: number[] }> {
+  const mine: number[] = [];
+  const all: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const token = ownerToken();
+    const grant = await backend.tryAcquire({ key, token, ttlMs: 10_000 });
+    expect(grant).not.toBeNull();
+    mine.push(grant!.fence!);
+    all.push(grant!.fence!);
+    await backend.release(key, token);
+    const fences = await lockAndRelease(backend, mates.slice(0, 1 + (round % mates.length)), 5);
+    all.push(...fences.values());
+  }
+  return { mine, all };
+}
+
 /** Locks and releases each key once (`parallel` at a time); the fences granted, by key. */
 export async function lockAndRelease(
   backend: LockBackend,
@@ -19,7 +47,7 @@ export async function lockAndRelease(
   for (let at = 0; at < keys.length; at += parallel) {
     await Promise.all(
       keys.slice(at, at + parallel).map(async (key) => {
-        const token = randomUUID().replaceAll('-', '');
+        const token = ownerToken();
         const grant = await backend.tryAcquire({ key, token, ttlMs: 10_000 });
         expect(grant).not.toBeNull();
         fences.set(key, grant!.fence!);
