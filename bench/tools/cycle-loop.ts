@@ -11,9 +11,7 @@ import { Session } from 'node:inspector';
 import Redis from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import type { LockModuleOptions } from '../../lib';
-import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
-import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
+import { loadRawScripts, rawScriptCycle } from './raw-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
 import { startLocks } from '../harness/nest-locks';
 import { startZkStandalone, stopAllZk } from '../../servers/zk-servers';
@@ -45,31 +43,14 @@ async function main(): Promise<void> {
   const admin = new Redis(URL);
   const client = new Redis(URL);
   client.defineCommand('cad', { numberOfKeys: 1, lua: CAD });
-  await client.script('LOAD', ACQUIRE.source);
-  await client.script('LOAD', RELEASE.source);
+  await loadRawScripts(client);
   const key = `prof:${process.pid}`;
-  const names = redisLockNames(key);
-  // The keys and last argument the backend passes (a single node with the default buckets).
-  const qk = queueScriptKeys(names, DEFAULT_FENCE_BUCKETS);
   const ops: Record<string, () => Promise<unknown>> = {
     ours: async () => {
       const lock = await ours.locks.acquire(key);
       await lock.release();
     },
-    scripts: async () => {
-      const token = newOwnerToken();
-      await client.evalsha(
-        ACQUIRE.sha,
-        qk.length,
-        ...qk,
-        token,
-        30_000,
-        0,
-        '',
-        DEFAULT_FENCE_BUCKETS,
-      );
-      await client.evalsha(RELEASE.sha, qk.length, ...qk, token, DEFAULT_FENCE_BUCKETS);
-    },
+    scripts: rawScriptCycle(client, key),
     floor: async () => {
       const token = newOwnerToken();
       await client.set(key, token, 'PX', 30_000, 'NX');

@@ -10,9 +10,7 @@ import Redis from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { startLocks } from '../harness/nest-locks';
 import { compareInterleaved, pairedRatio, type Variant } from '../harness/rounds';
-import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
-import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
+import { loadRawScripts, rawScriptCycle } from './raw-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
 import { Redactor } from '../../lib/core/shared/redactor';
 import type { RedisLikeClient } from '../../lib/backends/redis/redis-client';
@@ -35,11 +33,7 @@ async function main(): Promise<void> {
     'direct',
     new Redactor(),
   );
-  const names = redisLockNames(`scripts:${run}`);
-  // The keys and last argument the backend passes (a single node with the default buckets).
-  const qk = queueScriptKeys(names, DEFAULT_FENCE_BUCKETS);
-  await scripts.script('LOAD', ACQUIRE.source);
-  await scripts.script('LOAD', RELEASE.source);
+  await loadRawScripts(scripts);
   const variants: Variant[] = [
     {
       name: 'raw floor (SET NX PX + EVALSHA cad)',
@@ -63,21 +57,7 @@ async function main(): Promise<void> {
     },
     {
       name: 'our scripts, raw EVALSHA',
-      op: async () => {
-        const token = newOwnerToken();
-        const r = (await scripts.evalsha(
-          ACQUIRE.sha,
-          qk.length,
-          ...qk,
-          token,
-          30_000,
-          0,
-          '',
-          DEFAULT_FENCE_BUCKETS,
-        )) as number[];
-        if (r[0] !== 1) throw new Error('busy');
-        await scripts.evalsha(RELEASE.sha, qk.length, ...qk, token, DEFAULT_FENCE_BUCKETS);
-      },
+      op: rawScriptCycle(scripts, `scripts:${run}`),
     },
     {
       name: 'our backend alone (no engine)',

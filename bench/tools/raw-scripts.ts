@@ -1,0 +1,36 @@
+/**
+ * Our Redis acquire and release scripts sent raw (EVALSHA, no backend, no engine), with the KEYS
+ * and arguments the backend sends on a single node with the default buckets: what the profiling
+ * tools compare the whole cycle with.
+ */
+import type Redis from 'ioredis';
+import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
+import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
+import { newOwnerToken } from '../../lib/core/shared/token';
+
+/** Loads both scripts on `client`'s node. */
+export async function loadRawScripts(client: Redis): Promise<void> {
+  await client.script('LOAD', ACQUIRE.source);
+  await client.script('LOAD', RELEASE.source);
+}
+
+/** One acquire + release of `key` by the scripts alone; throws if the acquire found it busy. */
+export function rawScriptCycle(client: Redis, key: string): () => Promise<void> {
+  const keys = queueScriptKeys(redisLockNames(key), DEFAULT_FENCE_BUCKETS);
+  return async () => {
+    const token = newOwnerToken();
+    const taken = (await client.evalsha(
+      ACQUIRE.sha,
+      keys.length,
+      ...keys,
+      token,
+      30_000,
+      0,
+      '',
+      DEFAULT_FENCE_BUCKETS,
+    )) as number[];
+    if (taken[0] !== 1) throw new Error(`raw scripts: ${key} is busy`);
+    await client.evalsha(RELEASE.sha, keys.length, ...keys, token, DEFAULT_FENCE_BUCKETS);
+  };
+}
