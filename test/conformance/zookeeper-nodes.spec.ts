@@ -160,6 +160,9 @@ describe.each([
       fence: zxidToNumber(first!.czxid),
       waiting: 2,
       holders: 1,
+      mode: 'exclusive',
+      permits: 1,
+      slots: [0],
       mine: true,
     });
     expect(info.fence).toBe(holder.fence);

@@ -9,7 +9,7 @@ import type {
   QueuedRequest,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
-import { LockConfigError } from '../../errors/lock.errors';
+import { permitsDisagreement } from '../../core/shared/permits-disagreement';
 
 /**
  * One holder of a key. It is also the grant handed to the engine (which reads `fence`,
@@ -265,11 +265,7 @@ export class MemoryLockBackend implements LockBackend {
     if (entry.holders === undefined && !hasWaiters(entry)) {
       entry.permits = permits;
     } else if (entry.permits !== permits) {
-      throw new LockConfigError(
-        'permits',
-        `"${key}" is held or awaited with permits: ${entry.permits}, this request asks for ` +
-          `${permits}: every holder and waiter of a key must ask the same permits`,
-      );
+      throw permitsDisagreement(key, entry.permits, permits);
     }
   }
 

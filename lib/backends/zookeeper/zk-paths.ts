@@ -22,9 +22,45 @@ export function encodeKey(key: string): string {
   return `h_${createHash('sha256').update(key).digest('base64url')}`;
 }
 
-/** Prefix of the nodes one acquisition creates (Curator's "protected" mode: `_c_<id>-`). */
-export function nodePrefix(token: string): string {
-  return `_c_${token}-lock-`;
+/**
+ * How a lock node shares its key, read from its name: a mutex (`lock`: exclusive, 1 permit),
+ * a reader (`read`: shared, 1 permit) or one request of a counted lock (`sem<N>`: exclusive,
+ * N permits). The kind lives in the name so that one `getChildren` tells every waiter the whole
+ * queue (no data read per node).
+ */
+export interface NodeKind {
+  readonly shared: boolean;
+  readonly permits: number;
+}
+
+/** The mutex kind (also that of a lock node this library did not write, to be safe). */
+export const MUTEX: NodeKind = { shared: false, permits: 1 };
+/** The reader kind. */
+export const READER: NodeKind = { shared: true, permits: 1 };
+
+/** The kind of node a request creates (`permits` above 1 is never shared: validation refuses it). */
+export function kindOfRequest(mode: 'exclusive' | 'shared' | undefined, permits = 1): NodeKind {
+  if (mode === 'shared') return READER;
+  return permits === 1 ? MUTEX : { shared: false, permits };
+}
+
+/** The name segment of a kind: `lock`, `read` or `sem<N>`. */
+function segmentOf(kind: NodeKind): string {
+  if (kind.permits !== 1) return `sem${kind.permits}`;
+  return kind.shared ? 'read' : 'lock';
+}
+
+/**
+ * Prefix of the nodes one acquisition creates (Curator's "protected" mode: `_c_<id>-`), then
+ * the kind: `_c_<token>-lock-` for a mutex, as before shared and counted locks existed.
+ */
+export function nodePrefix(token: string, kind: NodeKind = MUTEX): string {
+  return `_c_${token}-${segmentOf(kind)}-`;
+}
+
+/** Start of every node name of `token`, whatever its kind (to find it after a lost reply). */
+export function tokenPrefix(token: string): string {
+  return `_c_${token}-`;
 }
 
 /** Sequence number of a lock node name (the 10-digit suffix ZooKeeper appends). */
@@ -36,6 +72,28 @@ export function sequenceOf(name: string): number {
 function isLockNode(name: string): boolean {
   return name.startsWith('_c_') && /\d{10}$/.test(name);
 }
+
+/**
+ * The kind of a child of a key node, or `undefined` when it is no lock node (a slot node).
+ * Compares characters in place rather than slicing: every waiter runs it over the whole queue
+ * at every wake-up. A lock node of an unknown kind counts as a mutex: it then excludes
+ * everyone, never lets more in.
+ */
+export function kindOf(name: string): NodeKind | undefined {
+  if (!isLockNode(name)) return undefined;
+  const end = name.length - 11; // the '-' before the sequence
+  if (name.charCodeAt(end) !== DASH) return MUTEX;
+  if (name.charCodeAt(end - 5) === DASH) {
+    if (name.startsWith('read', end - 4)) return READER;
+    if (name.startsWith('lock', end - 4)) return MUTEX;
+  }
+  const start = name.lastIndexOf('-', end - 1) + 1;
+  if (!name.startsWith('sem', start)) return MUTEX;
+  const permits = Number(name.slice(start + 3, end));
+  return Number.isInteger(permits) && permits > 1 ? { shared: false, permits } : MUTEX;
+}
+
+const DASH = 0x2d;
 
 /**
  * Lock nodes of a key, in queue order (by sequence, not by name: tokens differ). Each name's
@@ -51,38 +109,29 @@ export function sortLockNodes(children: readonly string[]): string[] {
 }
 
 /**
- * Where one lock node stands in its key's queue: `first` (it holds), `behind` another (the one
- * to watch), or `gone` (not in the queue: its session was replaced, or it was deleted).
+ * Name of slot `i` of a counted lock: a plain (not sequential) ephemeral node beside the queue,
+ * so ZooKeeper itself refuses a second holder of one slot (NODE_EXISTS). Its data is the
+ * holder's token.
  */
-export type QueuePlace =
-  | { readonly kind: 'first' }
-  | { readonly kind: 'behind'; readonly predecessor: string }
-  | { readonly kind: 'gone' };
+export function slotName(slot: number): string {
+  return `slot-${slot}`;
+}
 
-/**
- * Where `own` stands among `children` (in any order), in one pass and without sorting: a
- * waiter needs only the node just ahead of it, and it reads the queue on every wake-up, so a
- * sort per read would cost n log n per hand-off where n is all that is needed.
- */
-export function placeInQueue(children: readonly string[], own: string): QueuePlace {
-  const ownSeq = sequenceOf(own);
-  let present = false;
-  let predecessor: string | undefined;
-  let predecessorSeq = -1;
+/** The slot a child of a key node stands for, or `undefined` when it is no slot node. */
+export function slotOf(name: string): number | undefined {
+  if (!name.startsWith('slot-')) return undefined;
+  const slot = Number(name.slice(5));
+  return Number.isInteger(slot) && slot >= 0 ? slot : undefined;
+}
+
+/** Slots held among a key node's children, ascending. */
+export function slotsIn(children: readonly string[]): number[] {
+  const slots: number[] = [];
   for (const name of children) {
-    if (name === own) {
-      present = true;
-      continue;
-    }
-    if (!isLockNode(name)) continue;
-    const seq = sequenceOf(name);
-    if (seq < ownSeq && seq > predecessorSeq) {
-      predecessor = name;
-      predecessorSeq = seq;
-    }
+    const slot = slotOf(name);
+    if (slot !== undefined) slots.push(slot);
   }
-  if (!present) return { kind: 'gone' };
-  return predecessor === undefined ? { kind: 'first' } : { kind: 'behind', predecessor };
+  return slots.sort((a, b) => a - b);
 }
 
 /** A czxid (8-byte big-endian buffer or number) as a JS number: the fence. */

@@ -13,6 +13,7 @@ import {
   type ZkEvent,
   type ZkModule,
   type ZkStat,
+  type ZkTransaction,
 } from './zk-types';
 
 /** Settings of a session. */
@@ -198,8 +199,41 @@ export class ZkSession {
    * would keep one waiting for a creation that never comes (a sequential node's name is never
    * reused) in the client and the server for the whole session.
    */
-  watchNode(path: string, watcher: (e: ZkEvent) => void): Promise<void> {
-    return this.request<void>((c, cb) => c.getData(path, watcher, (err) => cb(err, undefined)));
+  watchNode(path: string, watcher: (e: ZkEvent) => void): Promise<ZkStat | undefined> {
+    return this.request<ZkStat | undefined>((c, cb) =>
+      c.getData(path, watcher, (err, _data, stat) => cb(err, stat)),
+    );
+  }
+
+  /** Arms `watcher` on the children of `path` (told of the next change) and reads them. */
+  watchChildren(path: string, watcher: (e: ZkEvent) => void): Promise<string[]> {
+    return this.request<string[]>((c, cb) => c.getChildren(path, watcher, cb));
+  }
+
+  /** A node's data and stat. */
+  getData(
+    path: string,
+    wait: ConnectionWait = 'fail-fast',
+  ): Promise<{ data: Buffer | null; stat: ZkStat }> {
+    return this.request<{ data: Buffer | null; stat: ZkStat }>(
+      (c, cb) => c.getData(path, undefined, (err, data, stat) => cb(err, { data, stat: stat! })),
+      wait,
+    );
+  }
+
+  /**
+   * Applies the operations `build` adds, all or none, in one round trip: the per-op results, or
+   * the first failing op's error (NO_NODE, NODE_EXISTS...).
+   */
+  commit(
+    build: (tx: ZkTransaction) => void,
+    wait: ConnectionWait = 'fail-fast',
+  ): Promise<ReadonlyArray<{ stat?: ZkStat }>> {
+    return this.request<ReadonlyArray<{ stat?: ZkStat }>>((c, cb) => {
+      const tx = c.transaction();
+      build(tx);
+      tx.commit((err, results) => cb(err, results ?? []));
+    }, wait);
   }
 
   /**

@@ -10,6 +10,10 @@ export interface ZkStat {
   pzxid: Buffer | number;
   /** Session id owning an ephemeral node (8-byte buffer). */
   ephemeralOwner?: Buffer | number;
+  /** Zxid of the last change of the node's data. */
+  mzxid?: Buffer | number;
+  /** Number of changes of the node's data (a counted lock's node: above 0 once admitted). */
+  version?: number;
 }
 
 /** A node's children with its own stat, from one reply. */
@@ -78,16 +82,22 @@ export interface ZkClient {
   transaction(): ZkTransaction;
 }
 
-/** The multi-op builder (only the existence check is used: batched renewal). */
+/** The multi-op builder (batched renewal, and the slots of counted locks). */
 export interface ZkTransaction {
   check(path: string, version?: number): ZkTransaction;
+  create(path: string, data: Buffer | null, acls: unknown[], mode: number): ZkTransaction;
+  setData(path: string, data: Buffer | null, version?: number): ZkTransaction;
+  remove(path: string, version?: number): ZkTransaction;
   /**
    * Sends the ops together. On failure `error` is the first failing op's, and `results` (when
    * the server answered) has one entry per op: `err` 0 before the failing op, its code on it,
    * RUNTIME_INCONSISTENCY (-2) after it.
    */
   commit(
-    callback: (error: ZkError | null, results?: ReadonlyArray<{ err?: number }>) => void,
+    callback: (
+      error: ZkError | null,
+      results?: ReadonlyArray<{ err?: number; stat?: ZkStat }>,
+    ) => void,
   ): void;
 }
 
@@ -97,7 +107,7 @@ export interface ZkModule {
     connectionString: string,
     options: { sessionTimeout: number; spinDelay?: number; retries?: number },
   ): ZkClient;
-  CreateMode: { PERSISTENT: number; EPHEMERAL_SEQUENTIAL: number };
+  CreateMode: { PERSISTENT: number; EPHEMERAL: number; EPHEMERAL_SEQUENTIAL: number };
   ACL: { OPEN_ACL_UNSAFE: unknown[]; CREATOR_ALL_ACL: unknown[] };
   Exception: {
     NO_NODE: number;

@@ -1,6 +1,7 @@
 import { LockBackendError } from '../../errors/lock.errors';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
+import { permitsDisagreement } from '../../core/shared/permits-disagreement';
 import { sleep, withTimeout } from '../../core/shared/timers';
 import { sleepUntilWoken, type WakeSource } from '../../core/shared/wake-up';
 import type {
@@ -15,14 +16,22 @@ import type {
 import { ZkUnavailableError } from './zk-errors';
 import {
   encodeKey,
+  kindOf,
+  kindOfRequest,
+  MUTEX,
   nodePrefix,
-  placeInQueue,
+  slotName,
+  slotOf,
+  slotsIn,
   sortLockNodes,
+  tokenPrefix,
   zxidToNumber,
-  type QueuePlace,
+  type NodeKind,
 } from './zk-paths';
+import { placeInQueue, queueView, type QueuePlace } from './zk-queue';
 import type { ConnectionWait, ZkSession } from './zk-session';
 import { zkCode, type ZkModule, type ZkStat } from './zk-types';
+import { ZkWatches, type ZkWatch } from './zk-watches';
 
 /** Existence checks per multi request of a batched renewal. */
 const MULTI_CHECKS = 1_000;
@@ -51,6 +60,8 @@ const INSPECT_ATTEMPTS = 5;
 const RECENT_DIRS = 1_000;
 /** What {@link untilAborted} resolves when the signal aborted first. */
 const ABORTED = Symbol('aborted');
+/** Written to a counted lock's node when it is admitted: wakes the waiter watching it. */
+const ADMITTED = Buffer.from('admitted');
 
 /**
  * `type: 'zookeeper'`: Curator's InterProcessMutex. Each acquisition creates an ephemeral
@@ -58,21 +69,31 @@ const ABORTED = Symbol('aborted');
  * holds; every other waiter watches only its immediate predecessor (no herd), which makes the
  * queue FIFO. The lock lives as long as the session: no ttl, no renewal write. Fence = the
  * czxid of our node (zxids only grow, even when the key node is removed and recreated).
+ *
+ * Shared and counted locks use the same queue, the node's kind in its name (see
+ * `placeInQueue`): a reader (`-read-`) holds when no writer is ahead of it and watches the
+ * nearest writer ahead (Curator's InterProcessReadWriteLock); a request of a counted lock
+ * (`-sem<N>-`) is admitted when fewer than N are ahead of it (Curator's semaphore), then claims
+ * the lowest free slot by creating the ephemeral `slot-<i>` node (ZooKeeper refuses a taken one)
+ * in the same multi that marks its queue node admitted; that multi's zxid is its fence, so fences
+ * follow the order of the grants. A waiter watches the node just ahead (deletion, or the mark),
+ * the first waiter the queue itself (any holder leaving admits it).
  */
 export class ZookeeperLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
     leaseBased: false,
     fencing: true,
     waiting: 'queue-first',
-    // Shared and counted locks are not built on ZooKeeper yet (issue 19): refused by the engine.
-    shared: false,
-    permits: false,
+    shared: true,
+    permits: true,
   };
 
   /** Key nodes left empty by a release, removed after TIDY_DELAY_MS unless used again. */
   private readonly emptyDirs = new Map<string, NodeJS.Timeout>();
-  /** Paths of the nodes this process holds, by `fullKey\0token`. */
-  private readonly held = new Map<string, { key: string; token: string; path: string }>();
+  /** The nodes this process holds, by `fullKey\0token`. */
+  private readonly held = new Map<string, HeldNode>();
+  /** The watches queued waiters sleep on. */
+  private readonly watches: ZkWatches;
   private lostListener: LockLossListener = () => undefined;
   /** Key node paths of recently used keys (see dirOf). */
   private readonly recentDirs = new Map<string, string>();
@@ -86,6 +107,7 @@ export class ZookeeperLockBackend implements LockBackend {
     /** Scrubs the configuration's secrets from the loss reasons this backend reports. */
     private readonly redactor: SecretRedactor,
   ) {
+    this.watches = new ZkWatches(session);
     session.hasHolders = () => this.held.size > 0;
     session.onSessionLost((reason) => {
       const lost = [...this.held.values()];
@@ -104,12 +126,16 @@ export class ZookeeperLockBackend implements LockBackend {
     return Math.min(ttlMs, Math.floor(this.session.sessionTimeout * 0.9));
   }
 
-  async tryAcquire({ key, token }: GrantRequest): Promise<LockGrant | null> {
+  async tryAcquire({ key, token, mode, permits }: GrantRequest): Promise<LockGrant | null> {
+    const kind = kindOfRequest(mode, permits);
     const dir = this.dirOf(key);
-    const path = await this.createNode(dir, token);
-    const { place, stat } = await this.readQueue(dir, path);
-    if (place.kind === 'first') return this.granted(key, token, path, stat);
+    const path = await this.createNode(dir, token, kind);
+    const read = await this.readQueue(dir, path);
+    if (read.place.kind === 'first') return this.granted(key, token, path, read, kind);
     await this.removeQuietly(dir, token, path); // one try: leave the queue again
+    if (read.place.kind === 'refused') {
+      throw permitsDisagreement(key, read.place.permits, kind.permits);
+    }
     return null;
   }
 
@@ -124,10 +150,13 @@ export class ZookeeperLockBackend implements LockBackend {
   async acquire({
     key,
     token,
+    mode,
+    permits,
     waitMs,
     signal,
     onQueued,
   }: QueuedRequest): Promise<LockGrant | null> {
+    const kind = kindOfRequest(mode, permits);
     const dir = this.dirOf(key);
     const deadline = monotonicNow() + waitMs;
     let path: string | undefined;
@@ -135,7 +164,7 @@ export class ZookeeperLockBackend implements LockBackend {
     let placedIn = 0;
     /** A create was lost with its reply, so it may have happened: look for that node first. */
     let lookFirst = false;
-    let watch: PredecessorWatch | undefined;
+    let watch: ZkWatch | undefined;
     /**
      * Our node's stat, read once with the first queue read: its czxid (the fence) and owner
      * never change, so a wake-up re-reads only the queue, the one request the textbook recipe
@@ -148,7 +177,7 @@ export class ZookeeperLockBackend implements LockBackend {
         const remaining = deadline - monotonicNow();
         try {
           if (path === undefined) {
-            const creating = this.createNode(dir, token, lookFirst);
+            const creating = this.createNode(dir, token, kind, lookFirst);
             const created = await untilAborted(creating, signal);
             if (created === ABORTED) {
               // The create may still land: take that node out again once it does.
@@ -168,11 +197,18 @@ export class ZookeeperLockBackend implements LockBackend {
           ownStat = read.stat;
           const { place } = read;
           if (place.kind === 'first') {
-            const grant = await this.granted(key, token, path, read.stat);
-            path = undefined; // ours now (or removed, if it was an abandoned session's)
+            const grant = await this.granted(key, token, path, read, kind);
+            path = undefined; // ours now (or removed: an abandoned session's, or deleted meanwhile)
             if (grant) return grant;
             ownStat = undefined;
             continue; // queue again under the current session
+          }
+          if (place.kind === 'refused') {
+            // Leave before answering, so the next request does not find our node in the way.
+            const leaving = path;
+            path = undefined;
+            await this.removeQuietly(dir, token, leaving, placedIn);
+            throw permitsDisagreement(key, place.permits, kind.permits);
           }
           if (remaining <= 0) return null;
           if (place.kind === 'gone') {
@@ -182,16 +218,20 @@ export class ZookeeperLockBackend implements LockBackend {
             continue;
           }
           onQueued?.();
-          const predecessor = `${dir}/${place.predecessor}`;
-          // One watch per predecessor: re-arm only when it fired, the predecessor changed, or
+          // One watch per node waited on: re-armed only when it fired, the node changed, or
           // the session was replaced (the old client's watches never fire). The client keeps
           // every watcher it is given, so one per loop would pile up.
+          const target = place.kind === 'head' ? dir : `${dir}/${place.predecessor}`;
           if (
-            watch?.path !== predecessor ||
+            watch?.path !== target ||
             watch.fired ||
             watch.generation !== this.session.generation
           ) {
-            watch = this.watchDeletion(predecessor);
+            const own = basename(path);
+            watch =
+              place.kind === 'head'
+                ? this.watches.children(dir, (names) => placeInQueue(names, own).kind === 'head')
+                : this.watches.node(target);
           }
           // Nothing is read again until the watch fires (Curator's wait): a periodic re-read
           // costs each waiter a read of the whole queue, n waiters n reads of n names, queued
@@ -231,7 +271,7 @@ export class ZookeeperLockBackend implements LockBackend {
     const pending: Array<{ index: number; path: string }> = [];
     const unknown: number[] = [];
     requests.forEach(({ key, token }, index) => {
-      const path = this.held.get(slot(key, token))?.path;
+      const path = this.held.get(heldKey(key, token))?.path;
       if (path === undefined) unknown.push(index);
       else pending.push({ index, path });
     });
@@ -276,8 +316,8 @@ export class ZookeeperLockBackend implements LockBackend {
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    const known = this.held.get(slot(key, token))?.path;
-    this.held.delete(slot(key, token));
+    const known = this.held.get(heldKey(key, token));
+    this.held.delete(heldKey(key, token));
     const dir = this.dirOf(key);
     const removed = await this.removeOwn(dir, token, known);
     if (removed) this.tidyLater(dir);
@@ -294,54 +334,77 @@ export class ZookeeperLockBackend implements LockBackend {
   }
 
   /**
-   * The queue as one read sees it: held when the lowest sequence node exists, `fence` its czxid
-   * (the holder's fence), `waiting` the nodes behind it. When free, `fence` is the key node's
-   * pzxid, read in the same reply as its (empty) children: the zxid of the last creation or
-   * deletion of a lock node, so at least every fence handed out for the key so far, and below
-   * the next one (a later node's czxid is a later zxid). `null` when the key node does not
-   * exist (never used, or tidied away): nothing then bounds the key's past fences.
+   * The queue as one read sees it (see `queueView`): its holders (the first node, the readers
+   * before the first writer, or a counted lock's slot nodes), `fence` the highest czxid among
+   * them (the latest grant's), `waiting` the nodes behind them. When free, `fence` is the key
+   * node's pzxid, read in the same reply as its (empty) children: the zxid of the last creation
+   * or deletion of a node under it, so at least every fence handed out for the key so far, and
+   * below the next one (a later node's czxid is a later zxid). `null` when the key node does
+   * not exist (never used, or tidied away): nothing then bounds the key's past fences.
    */
   async inspect(key: string): Promise<StoreLockInfo> {
     const dir = this.dirOf(key);
     for (let attempt = 1; ; attempt++) {
       const read = await this.queueOf(dir);
       if (!read) return { held: false, fence: null, waiting: 0, holders: 0 };
-      if (read.queue.length === 0) {
-        return { held: false, fence: zxidToNumber(read.stat.pzxid), waiting: 0, holders: 0 };
+      const free = { held: false, fence: zxidToNumber(read.stat.pzxid), waiting: 0, holders: 0 };
+      if (read.queue.length === 0) return free;
+      const view = queueView(read.queue);
+      // A counted lock's holders are its slot nodes (a node admitted but not yet in its slot
+      // holds nothing yet); the others' are their queue nodes.
+      const counted = view.permits > 1;
+      const slots = counted ? slotsIn(read.names) : view.holders.map(() => 0);
+      const nodes = counted ? slots.map(slotName) : view.holders;
+      if (nodes.length === 0) return { ...free, waiting: view.waiting };
+      const stats = await Promise.all(
+        this.session.batch(() => nodes.map((name) => this.session.exists(`${dir}/${name}`))),
+      );
+      if (stats.every((stat) => stat !== null)) {
+        return {
+          held: true,
+          fence: Math.max(...stats.map((stat) => zxidToNumber(stat!.czxid))),
+          waiting: view.waiting,
+          holders: nodes.length,
+          mode: view.mode,
+          permits: view.permits,
+          slots,
+        };
       }
-      const holder = await this.session.exists(`${dir}/${read.queue[0]}`);
-      if (holder) {
-        const fence = zxidToNumber(holder.czxid);
-        return { held: true, fence, waiting: read.queue.length - 1, holders: 1 };
-      }
-      // The holder left between the two reads: read the queue again.
+      // A holder left between the two reads: read the queue again.
       if (attempt >= INSPECT_ATTEMPTS) {
-        throw new Error(`the holder of ${dir} changed under ${attempt} reads in a row`);
+        throw new Error(`the holders of ${dir} changed under ${attempt} reads in a row`);
       }
     }
   }
 
   /**
-   * Deletes the holder's node (the lowest in the queue), whoever's it is: the next in line is
-   * granted through its watch, and the old holder's next renewal (an `exists` on that node)
-   * finds it gone, so its signal aborts. With `acl: 'creator'` only the same identity may
-   * delete (ZooKeeper answers NO_AUTH otherwise). `false` when the key was free, or its holder
-   * left before the deletion.
+   * Deletes the holders' nodes (see `inspect`), whoever's they are: the next in line is granted
+   * through its watch, and an old holder's next renewal (an `exists` on its node) finds it
+   * gone, so its signal aborts. A counted lock's slot nodes go first, in the same write to the
+   * socket (the server applies one session's requests in order), so the waiters admitted by
+   * the deletions find their slots free. With `acl: 'creator'` only the same identity may
+   * delete (ZooKeeper answers NO_AUTH otherwise). `false` when the key was free, or its
+   * holders left before the deletion.
    */
   async forceRelease(key: string): Promise<boolean> {
     const dir = this.dirOf(key);
     const read = await this.queueOf(dir);
     if (!read || read.queue.length === 0) return false;
-    const holder = `${dir}/${read.queue[0]}`;
-    try {
-      await this.session.remove(holder);
-    } catch (err) {
-      if (zkCode(err) === this.zk.Exception.NO_NODE) return false;
-      throw err;
+    const view = queueView(read.queue);
+    const slots = view.permits > 1 ? slotsIn(read.names).map(slotName) : [];
+    const victims = [...slots, ...view.holders].map((name) => `${dir}/${name}`);
+    const outcomes = await Promise.allSettled(
+      this.session.batch(() => victims.map((path) => this.session.remove(path))),
+    );
+    let removed = false;
+    for (const [i, outcome] of outcomes.entries()) {
+      if (outcome.status === 'fulfilled') removed ||= i >= slots.length;
+      else if (zkCode(outcome.reason) !== this.zk.Exception.NO_NODE) throw outcome.reason;
     }
-    // A node of this process: not held any more (the engine reports the lease lost itself).
-    for (const [held, entry] of this.held) if (entry.path === holder) this.held.delete(held);
-    return true;
+    // Nodes of this process: not held any more (the engine reports the leases lost itself).
+    const gone = new Set(victims);
+    for (const [held, entry] of this.held) if (gone.has(entry.path)) this.held.delete(held);
+    return removed;
   }
 
   onLost(listener: LockLossListener): void {
@@ -382,11 +445,16 @@ export class ZookeeperLockBackend implements LockBackend {
     this.emptyDirs.set(dir, timer);
   }
 
-  /** A key's queue with the key node's stat, or `null` when the key node does not exist. */
-  private async queueOf(dir: string): Promise<{ queue: string[]; stat: ZkStat } | null> {
+  /**
+   * A key's queue (its lock nodes, in order), every child's name and the key node's stat, or
+   * `null` when the key node does not exist.
+   */
+  private async queueOf(
+    dir: string,
+  ): Promise<{ queue: string[]; names: string[]; stat: ZkStat } | null> {
     try {
       const { names, stat } = await this.session.children(dir);
-      return { queue: sortLockNodes(names), stat };
+      return { queue: sortLockNodes(names), names, stat };
     } catch (err) {
       if (zkCode(err) === this.zk.Exception.NO_NODE) return null;
       throw err;
@@ -394,18 +462,15 @@ export class ZookeeperLockBackend implements LockBackend {
   }
 
   /**
-   * Our node's place in the queue and its stat, read in one round trip: both requests pipelined
-   * and written to the socket at once. `known`: the stat read before (it never changes), so only
-   * the queue is read.
+   * Our node's place in the queue, its stat and the key node's children, read in one round
+   * trip: both requests pipelined and written to the socket at once. `known`: the stat read
+   * before (it never changes), so only the queue is read.
    */
-  private async readQueue(
-    dir: string,
-    path: string,
-    known?: ZkStat | null,
-  ): Promise<{ place: QueuePlace; stat: ZkStat | null }> {
+  private async readQueue(dir: string, path: string, known?: ZkStat | null): Promise<QueueRead> {
     const own = basename(path);
     if (known) {
-      return { place: placeInQueue(await this.session.getChildren(dir), own), stat: known };
+      const names = await this.session.getChildren(dir);
+      return { place: placeInQueue(names, own), stat: known, names };
     }
     const [stat, children] = this.session.batch(() => [
       this.session.exists(path),
@@ -413,7 +478,7 @@ export class ZookeeperLockBackend implements LockBackend {
     ]);
     stat.catch(() => undefined); // the queue read's failure is the one reported
     const names = await children;
-    return { place: placeInQueue(names, own), stat: await stat };
+    return { place: placeInQueue(names, own), stat: await stat, names };
   }
 
   /** The key node's path; remembered for recent keys (a cycle needs it three times). */
@@ -436,8 +501,9 @@ export class ZookeeperLockBackend implements LockBackend {
     key: string,
     token: string,
     path: string,
-    /** Our node's stat, read after its creation (the client has no create2). */
-    stat: ZkStat | null,
+    /** The read that found us first: our node's stat (the client has no create2), the queue. */
+    { stat, names }: QueueRead,
+    kind: NodeKind,
   ): Promise<LockGrant | null> {
     if (!stat)
       throw new LockBackendError(
@@ -450,8 +516,77 @@ export class ZookeeperLockBackend implements LockBackend {
       await this.removeQuietly(dirname(path), token, path);
       return null;
     }
-    this.held.set(slot(key, token), { key, token, path });
-    return { fence: zxidToNumber(stat.czxid), grantedAt: monotonicNow() };
+    if (kind.permits === 1) {
+      this.held.set(heldKey(key, token), { key, token, path });
+      return { fence: zxidToNumber(stat.czxid), grantedAt: monotonicNow() };
+    }
+    const claimed = await this.claimSlot(path, token, kind.permits, names);
+    if (!claimed) return null;
+    this.held.set(heldKey(key, token), { key, token, path, slot: claimed.path });
+    return { fence: claimed.fence, permit: claimed.slot, grantedAt: monotonicNow() };
+  }
+
+  /**
+   * An admitted request of a counted lock takes the lowest slot free in the queue read that
+   * admitted it: one multi creates `slot-<i>` and marks our queue node admitted (waking the
+   * waiter that watches it), all or none. A slot taken meanwhile (NODE_EXISTS) means the next
+   * one; one is free, since at most `permits - 1` others are admitted (slot nodes live only
+   * while their queue node does: release and forceRelease delete the slot first), so finding
+   * none twice is a broken queue, refused (fail closed). `null` when our queue node is gone
+   * (force-released, or the session's end): nothing was created. Fence: the multi's zxid.
+   */
+  private async claimSlot(
+    path: string,
+    token: string,
+    permits: number,
+    names: readonly string[],
+  ): Promise<{ slot: number; path: string; fence: number } | null> {
+    const dir = dirname(path);
+    let taken = new Set(slotsIn(names));
+    for (let round = 1; ; round++) {
+      for (let slot = 0; slot < permits; slot++) {
+        if (taken.has(slot)) continue;
+        const slotPath = `${dir}/${slotName(slot)}`;
+        try {
+          const [marked] = await this.session.commit((tx) =>
+            tx
+              .setData(path, ADMITTED)
+              .create(slotPath, Buffer.from(token), this.acls, this.zk.CreateMode.EPHEMERAL),
+          );
+          return { slot, path: slotPath, fence: zxidToNumber(marked.stat!.mzxid!) };
+        } catch (err) {
+          const code = zkCode(err);
+          if (code === this.zk.Exception.NO_NODE) return null;
+          // Taken, or a lost reply (then the multi may have happened): ours if it has our
+          // token (an earlier claim of this request whose reply was lost also shows here).
+          const known = code === this.zk.Exception.NODE_EXISTS;
+          const mine = await this.ownSlot(slotPath, token).catch((e: unknown) => {
+            if (known) throw e;
+          });
+          if (mine) return { slot, path: slotPath, fence: zxidToNumber(mine.czxid) };
+          if (!known) throw err;
+          taken.add(slot);
+        }
+      }
+      if (round === 2) {
+        throw new LockBackendError(
+          this.backendName,
+          `no free slot of ${permits} under ${dir} for an admitted request`,
+        );
+      }
+      taken = new Set(slotsIn(await this.session.getChildren(dir)));
+    }
+  }
+
+  /** The stat of slot node `path` if `token` holds it, else `undefined`. */
+  private async ownSlot(path: string, token: string): Promise<ZkStat | undefined> {
+    try {
+      const { data, stat } = await this.session.getData(path, 'reconnect');
+      return data?.toString() === token ? stat : undefined;
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return undefined;
+      throw err;
+    }
   }
 
   /**
@@ -460,7 +595,12 @@ export class ZookeeperLockBackend implements LockBackend {
    * before trying again (and first, with `lookFirst`), so no orphan node ever blocks the queue.
    * A request refused before it was sent (the ensemble is known down) fails at once.
    */
-  private async createNode(dir: string, token: string, lookFirst = false): Promise<string> {
+  private async createNode(
+    dir: string,
+    token: string,
+    kind: NodeKind = MUTEX,
+    lookFirst = false,
+  ): Promise<string> {
     const tidy = this.emptyDirs.get(dir);
     if (tidy) {
       clearTimeout(tidy);
@@ -474,7 +614,7 @@ export class ZookeeperLockBackend implements LockBackend {
     for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
       try {
         return await this.session.create(
-          `${dir}/${nodePrefix(token)}`,
+          `${dir}/${nodePrefix(token, kind)}`,
           this.acls,
           this.zk.CreateMode.EPHEMERAL_SEQUENTIAL,
         );
@@ -500,7 +640,8 @@ export class ZookeeperLockBackend implements LockBackend {
     wait: ConnectionWait,
   ): Promise<string | undefined> {
     return (
-      this.held.get(slot(key, token))?.path ?? (await this.findInDir(this.dirOf(key), token, wait))
+      this.held.get(heldKey(key, token))?.path ??
+      (await this.findInDir(this.dirOf(key), token, wait))
     );
   }
 
@@ -516,34 +657,9 @@ export class ZookeeperLockBackend implements LockBackend {
       if (zkCode(err) === this.zk.Exception.NO_NODE) return undefined;
       throw err;
     }
-    const name = children.find((c) => c.startsWith(nodePrefix(token)));
+    const prefix = tokenPrefix(token);
+    const name = children.find((c) => c.startsWith(prefix));
     return name === undefined ? undefined : `${dir}/${name}`;
-  }
-
-  /**
-   * Watches `path` once: `source` wakes its sleeper when the node changes or is gone, or the
-   * watch could not be armed (already gone, or no answer: the queue is read again then).
-   */
-  private watchDeletion(path: string): PredecessorWatch {
-    let wake: (() => void) | undefined;
-    const watch: PredecessorWatch = {
-      path,
-      generation: this.session.generation,
-      fired: false,
-      source: (w) => {
-        if (watch.fired) w();
-        else wake = w;
-        return () => {
-          if (wake === w) wake = undefined;
-        };
-      },
-    };
-    const fire = (): void => {
-      watch.fired = true;
-      wake?.();
-    };
-    this.session.watchNode(path, fire).catch(fire);
-    return watch;
   }
 
   /**
@@ -574,16 +690,35 @@ export class ZookeeperLockBackend implements LockBackend {
   private async removeOwn(
     dir: string,
     token: string,
-    known?: string,
+    known?: { path: string; slot?: string },
     generation = this.session.generation,
   ): Promise<boolean> {
-    let path = known;
+    let path = known?.path;
+    // A counted lock's slot (`undefined` once deleted); looked up with an unknown node.
+    let slot = known?.slot;
     let replyLost = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        path ??= await this.findInDir(dir, token, 'reconnect');
-        if (path === undefined) return false;
-        await this.session.remove(path, 'reconnect');
+        if (path === undefined) ({ path, slot } = await this.findOwn(dir, token));
+        if (path === undefined) {
+          // A grant whose reply was lost may have left its slot alone.
+          if (slot !== undefined) await this.removeSlot(slot);
+          return false;
+        }
+        if (slot !== undefined) {
+          // The slot first (one write to the socket, applied in order): a slot lives only while
+          // its queue node does (see claimSlot).
+          const [slotGone, nodeGone] = this.session.batch(() => [
+            this.removeSlot(slot!),
+            this.session.remove(path!, 'reconnect'),
+          ]);
+          nodeGone.catch(() => undefined); // reported below, after the slot's outcome
+          await slotGone;
+          slot = undefined;
+          await nodeGone;
+        } else {
+          await this.session.remove(path, 'reconnect');
+        }
         return true;
       } catch (err) {
         if (zkCode(err) === this.zk.Exception.NO_NODE) return replyLost;
@@ -602,13 +737,46 @@ export class ZookeeperLockBackend implements LockBackend {
     }
   }
 
+  /** Deletes a slot node of ours; already gone is fine. */
+  private async removeSlot(path: string): Promise<void> {
+    await this.session.remove(path, 'reconnect').catch((err: unknown) => {
+      if (zkCode(err) !== this.zk.Exception.NO_NODE) throw err;
+    });
+  }
+
+  /**
+   * The queue node and slot node of `token` in `dir`, for a release this process has no record
+   * of (a reply lost). The slot is looked up by its data, and only for a counted lock's node or
+   * when no queue node is left (a grant whose reply was lost may have left a slot alone).
+   */
+  private async findOwn(dir: string, token: string): Promise<{ path?: string; slot?: string }> {
+    let children: string[];
+    try {
+      children = await this.session.getChildren(dir, 'reconnect');
+    } catch (err) {
+      if (zkCode(err) === this.zk.Exception.NO_NODE) return {};
+      throw err;
+    }
+    const prefix = tokenPrefix(token);
+    const name = children.find((c) => c.startsWith(prefix));
+    const path = name === undefined ? undefined : `${dir}/${name}`;
+    if (name !== undefined && (kindOf(name)?.permits ?? 1) === 1) return { path };
+    const slots = children.filter((child) => slotOf(child) !== undefined);
+    const owned = await Promise.all(
+      slots.map((child) => this.ownSlot(`${dir}/${child}`, token).catch(() => undefined)),
+    );
+    const i = owned.findIndex((stat) => stat !== undefined);
+    return { path, slot: i < 0 ? undefined : `${dir}/${slots[i]}` };
+  }
+
   private async removeQuietly(
     dir: string,
     token: string,
     known?: string,
     generation?: number,
   ): Promise<void> {
-    await this.removeOwn(dir, token, known, generation).catch(() => undefined);
+    const node = known === undefined ? undefined : { path: known };
+    await this.removeOwn(dir, token, node, generation).catch(() => undefined);
   }
 
   /**
@@ -658,17 +826,26 @@ function notSent(err: unknown): boolean {
   return err instanceof ZkUnavailableError && !err.sent;
 }
 
-/** A watch armed on a waiter's predecessor node. */
-interface PredecessorWatch {
+/** A node this process holds. */
+interface HeldNode {
+  readonly key: string;
+  readonly token: string;
+  /** Its queue node. */
   readonly path: string;
-  /** The session generation it was armed in: a replaced session's watches never fire. */
-  readonly generation: number;
-  fired: boolean;
-  /** Wakes one sleeper when the watch fires (at once if it already has). */
-  readonly source: WakeSource;
+  /** A counted lock's slot node. */
+  readonly slot?: string;
 }
 
-function slot(key: string, token: string): string {
+/** One read of a key's queue for a node of ours (see `readQueue`). */
+interface QueueRead {
+  readonly place: QueuePlace;
+  /** Our node's stat (`null`: it was gone). */
+  readonly stat: ZkStat | null;
+  /** Every child of the key node. */
+  readonly names: readonly string[];
+}
+
+function heldKey(key: string, token: string): string {
   return `${key}\u0000${token}`;
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { placeInQueue, sortLockNodes } from './zk-paths';
+import { sortLockNodes } from './zk-paths';
+import { placeInQueue } from './zk-queue';
 
 /** A lock node name as ZooKeeper makes it: the protected prefix, then a 10-digit sequence. */
 const node = (token: string, seq: number) => `_c_${token}-lock-${String(seq).padStart(10, '0')}`;
