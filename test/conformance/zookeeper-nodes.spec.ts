@@ -6,19 +6,16 @@
  * line is granted and the old holder's renewal fails; the ACL still applies to it.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
 import { encodeKey, sortLockNodes, zxidToNumber } from '../../lib/backends/zookeeper/zk-paths';
-import type { ZkClient, ZkModule, ZkStat } from '../../lib/backends/zookeeper/zk-types';
-import { zkCode } from '../../lib/backends/zookeeper/zk-types';
+import type { ZkClient } from '../../lib/backends/zookeeper/zk-types';
 import { LockAbortedError, LockBackendError, LockLostError } from '../../lib/index';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { aborted, settle, sleep, within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { childrenOf, rawClient as rawZkClient, statOf } from '../support/zk-raw';
 import { startTcpProxy } from '../../servers/tcp-proxy';
 import { startZkEnsemble, startZkStandalone, stopAllZk } from '../../servers/zk-servers';
 
-const zk = createRequire(join(process.cwd(), 'package.json'))('node-zookeeper-client') as ZkModule;
 const ROOT = '/nodes-test';
 const SESSION_MS = 4_000;
 const QUICK_MS = 1_000;
@@ -26,34 +23,16 @@ const QUICK_MS = 1_000;
 afterAll(() => stopAllZk());
 
 /** A raw client (no lock library), optionally with digest credentials. */
-async function rawClient(connectString: string, credentials?: string): Promise<ZkClient> {
-  const client = zk.createClient(connectString, { sessionTimeout: SESSION_MS });
-  if (credentials) client.addAuthInfo('digest', Buffer.from(credentials));
-  await new Promise<void>((resolve) => {
-    client.once('connected', () => resolve());
-    client.connect();
-  });
-  return client;
-}
+const rawClient = (connectString: string, credentials?: string): Promise<ZkClient> =>
+  rawZkClient(connectString, SESSION_MS, credentials);
 
 const dirOf = (key: string) => `${ROOT}/${encodeKey(key)}`;
 
 /** The lock nodes of `key`, in queue order ([] when the key node does not exist). */
-function lockNodes(client: ZkClient, key: string): Promise<string[]> {
-  return new Promise((resolve, reject) =>
-    client.getChildren(dirOf(key), undefined, (err, children) => {
-      if (zkCode(err) === zk.Exception.NO_NODE) resolve([]);
-      else if (err) reject(err);
-      else resolve(sortLockNodes(children));
-    }),
-  );
-}
+const lockNodes = async (client: ZkClient, key: string): Promise<string[]> =>
+  sortLockNodes(await childrenOf(client, dirOf(key)));
 
-function stat(client: ZkClient, path: string): Promise<ZkStat | null> {
-  return new Promise((resolve, reject) =>
-    client.exists(path, undefined, (err, s) => (err ? reject(err) : resolve(s))),
-  );
-}
+const stat = statOf;
 
 /** Polls `read` until it gives `expected` (an ensemble member may lag a little), at most 1 s. */
 async function eventually<T>(read: () => Promise<T>, expected: T, what: string): Promise<void> {

@@ -1,6 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
-import { sortLockNodes } from './zk-paths';
-import { placeInQueue } from './zk-queue';
+import {
+  kindOf,
+  kindOfRequest,
+  MUTEX,
+  nodePrefix,
+  READER,
+  slotsIn,
+  sortLockNodes,
+} from './zk-paths';
+import { placeInQueue, queueView } from './zk-queue';
 
 /** A lock node name as ZooKeeper makes it: the protected prefix, then a 10-digit sequence. */
 const node = (token: string, seq: number) => `_c_${token}-lock-${String(seq).padStart(10, '0')}`;
@@ -43,5 +51,96 @@ describe('lock node queue order', () => {
         i === 0 ? { kind: 'first' } : { kind: 'behind', predecessor: sorted[i - 1] },
       );
     });
+  });
+});
+
+/** A node of any kind: `lock`, `read` or `sem<N>`. */
+const named = (token: string, kind: string, seq: number) =>
+  `_c_${token}-${kind}-${String(seq).padStart(10, '0')}`;
+
+describe('node kinds', () => {
+  it('reads the kind from the name; an unknown lock node counts as a mutex', () => {
+    expect(kindOf(named('a', 'lock', 1))).toBe(MUTEX);
+    expect(kindOf(named('a', 'read', 1))).toBe(READER);
+    expect(kindOf(named('a-read', 'sem12', 1))).toEqual({ shared: false, permits: 12 });
+    expect(kindOf('_c_0f3a-__READ__0000000001')).toBe(MUTEX);
+    expect(kindOf(named('a', 'sem1', 1))).toBe(MUTEX);
+    expect(kindOf('slot-3')).toBeUndefined();
+    expect(nodePrefix('t', kindOfRequest('shared'))).toBe('_c_t-read-');
+    expect(nodePrefix('t', kindOfRequest('exclusive', 5))).toBe('_c_t-sem5-');
+    expect(nodePrefix('t', kindOfRequest(undefined))).toBe('_c_t-lock-');
+  });
+
+  it('slot nodes are told apart and listed ascending', () => {
+    expect(slotsIn(['slot-2', named('a', 'sem3', 1), 'slot-0', 'slot-x'])).toEqual([0, 2]);
+  });
+});
+
+describe('shared and counted places', () => {
+  it('a reader holds with readers ahead and waits for the nearest writer ahead', () => {
+    const q = [
+      named('r1', 'read', 1),
+      named('r2', 'read', 2),
+      named('w1', 'lock', 3),
+      named('r3', 'read', 4),
+      named('r4', 'read', 5),
+      named('w2', 'lock', 6),
+      named('r5', 'read', 7),
+    ];
+    expect(placeInQueue(q, q[1])).toEqual({ kind: 'first' });
+    // A writer waits for its immediate predecessor, reader or not.
+    expect(placeInQueue(q, q[2])).toEqual({ kind: 'behind', predecessor: q[1] });
+    expect(placeInQueue(q, q[4])).toEqual({ kind: 'behind', predecessor: q[2] });
+    expect(placeInQueue(q, q[5])).toEqual({ kind: 'behind', predecessor: q[4] });
+    expect(placeInQueue(q, q[6])).toEqual({ kind: 'behind', predecessor: q[5] });
+  });
+
+  it('a counted lock admits the first N; the next is the head; the others wait on the one ahead', () => {
+    const q = [0, 1, 2, 3, 4].map((i) => named(`s${i}`, 'sem2', 10 + i));
+    expect(placeInQueue(q, q[0])).toEqual({ kind: 'first' });
+    expect(placeInQueue(q, q[1])).toEqual({ kind: 'first' });
+    expect(placeInQueue(q, q[2])).toEqual({ kind: 'head' });
+    expect(placeInQueue(q, q[3])).toEqual({ kind: 'behind', predecessor: q[2] });
+    expect(placeInQueue(q, q[4])).toEqual({ kind: 'behind', predecessor: q[3] });
+  });
+
+  it('the lowest node sets the permits: one that disagrees is refused, and ignored by the rest', () => {
+    const q = [
+      named('a', 'sem3', 1),
+      named('b', 'lock', 2),
+      named('c', 'sem3', 3),
+      named('d', 'read', 4),
+      named('e', 'sem3', 5),
+    ];
+    expect(placeInQueue(q, q[1])).toEqual({ kind: 'refused', permits: 3 });
+    expect(placeInQueue(q, q[3])).toEqual({ kind: 'refused', permits: 3 });
+    // b and d are not counted ahead of e: two agreeing nodes ahead of 3 permits.
+    expect(placeInQueue(q, q[4])).toEqual({ kind: 'first' });
+    // A mutex first sets permits 1 for those behind.
+    const m = [named('m', 'lock', 1), named('s', 'sem2', 2), named('n', 'lock', 3)];
+    expect(placeInQueue(m, m[1])).toEqual({ kind: 'refused', permits: 1 });
+    expect(placeInQueue(m, m[2])).toEqual({ kind: 'behind', predecessor: m[0] });
+  });
+
+  it('queueView: the holders and the waiters of each kind of queue', () => {
+    const readers = [named('r1', 'read', 1), named('r2', 'read', 2), named('w', 'lock', 3)];
+    expect(queueView(readers)).toEqual({
+      permits: 1,
+      mode: 'shared',
+      holders: readers.slice(0, 2),
+      waiting: 1,
+    });
+    const writer = [named('w', 'lock', 1), named('r', 'read', 2)];
+    expect(queueView(writer)).toEqual({
+      permits: 1,
+      mode: 'exclusive',
+      holders: writer.slice(0, 1),
+      waiting: 1,
+    });
+    // A disagreeing node (the lock, leaving) is neither a holder nor a waiter.
+    const sem = [1, 3, 4, 5].map((i) => named(`s${i}`, 'sem3', i));
+    sem.splice(1, 0, named('x', 'lock', 2));
+    expect(queueView(sem)).toMatchObject({ permits: 3, mode: 'exclusive', waiting: 1 });
+    expect(queueView(sem).holders).toEqual([sem[0], sem[2], sem[3]]);
   });
 });

@@ -1,0 +1,217 @@
+/**
+ * Shared and counted locks on ZooKeeper, beyond the battery: the nodes they leave (read with a
+ * raw client) and that none is left once the last holder goes; writer preference between two
+ * apps (two sessions); a holder whose session expires gives up its read hold and its slot to
+ * the waiters of another app, after its own signal aborted.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { encodeKey } from '../../lib/backends/zookeeper/zk-paths';
+import type { ZkClient } from '../../lib/backends/zookeeper/zk-types';
+import { LockLostError } from '../../lib/index';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
+import { aborted, settle, sleep, stillPendingAfter, within } from '../support/async';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { childrenOf, rawClient, textOf } from '../support/zk-raw';
+import { startTcpProxy } from '../../servers/tcp-proxy';
+import { startZkStandalone, stopAllZk, type ZkNode } from '../../servers/zk-servers';
+
+const ROOT = '/sharing-test';
+const SESSION_MS = 3_000;
+const QUICK_MS = 1_000;
+
+const dirOf = (key: string) => `${ROOT}/${encodeKey(key)}`;
+const options = (connectionString: string): LockModuleOptions => ({
+  backends: {
+    zk: { type: 'zookeeper', connectionString, rootPath: ROOT, sessionTimeout: SESSION_MS },
+  },
+});
+
+/** The children of `key`'s node, each named by its kind (`read`, `lock`, `sem2`) or as is (slots), in queue order. */
+async function layout(raw: ZkClient, key: string): Promise<string[]> {
+  const names = await childrenOf(raw, dirOf(key));
+  const seq = (name: string) => (/\d{10}$/.test(name) ? Number(name.slice(-10)) : -1);
+  return names
+    .sort((a, b) => seq(a) - seq(b) || (a < b ? -1 : 1))
+    .map((name) => /-([a-z0-9]+)-\d{10}$/.exec(name)?.[1] ?? name);
+}
+
+/** Waits until `t` sees `n` callers queued on `key`. */
+function queued(t: LockTestApp, key: string, n: number): Promise<void> {
+  return within(
+    (async () => {
+      while (((await t.locks.inspect(key)).waiting ?? 0) < n) await sleep(10);
+    })(),
+    QUICK_MS,
+    `${n} caller(s) queued on ${key}`,
+  );
+}
+
+afterAll(() => stopAllZk());
+
+describe('zookeeper shared and counted locks', () => {
+  let server: ZkNode;
+  let raw: ZkClient;
+  let a: LockTestApp;
+  let b: LockTestApp;
+
+  beforeAll(async () => {
+    server = await startZkStandalone();
+    raw = await rawClient(server.connectString, SESSION_MS);
+    a = await createLockApp(options(server.connectString));
+    b = await createLockApp(options(server.connectString));
+  }, 60_000);
+
+  afterAll(async () => {
+    raw?.close();
+    await a?.close();
+    await b?.close();
+    await server?.destroy();
+  });
+
+  it('node layout: readers and a writer in one queue; a counted lock’s nodes and slots; nothing left after the last holder', async () => {
+    // Readers of two apps, and a writer of one of them queued behind them.
+    const r1 = await a.locks.acquire('layout-rw', { mode: 'shared' });
+    const r2 = await b.locks.acquire('layout-rw', { mode: 'shared' });
+    const writer = b.locks.acquire('layout-rw', { waitTimeout: 10_000 });
+    await queued(a, 'layout-rw', 1);
+    expect(await layout(raw, 'layout-rw')).toEqual(['read', 'read', 'lock']);
+    expect(await a.locks.inspect('layout-rw')).toMatchObject({
+      held: true,
+      holders: 2,
+      waiting: 1,
+      mode: 'shared',
+      permits: 1,
+      slots: [0, 0],
+      fence: r2.fence,
+    });
+    await r1.release();
+    await r2.release();
+    const w = await within(writer, QUICK_MS, 'the writer');
+    expect(await layout(raw, 'layout-rw')).toEqual(['lock']);
+    await w.release();
+    expect(await layout(raw, 'layout-rw')).toEqual([]);
+
+    // A counted lock: one queue node per request, one slot node per holder (its data: the
+    // holder's token); a third request waits.
+    const s0 = await a.locks.acquire('layout-sem', { permits: 2 });
+    const s1 = await b.locks.acquire('layout-sem', { permits: 2 });
+    const third = b.locks.acquire('layout-sem', { permits: 2, waitTimeout: 10_000 });
+    await queued(a, 'layout-sem', 1);
+    expect(await layout(raw, 'layout-sem')).toEqual(['slot-0', 'slot-1', 'sem2', 'sem2', 'sem2']);
+    expect(await textOf(raw, `${dirOf('layout-sem')}/slot-${s0.permit}`)).toBe(s0.token);
+    expect(await textOf(raw, `${dirOf('layout-sem')}/slot-${s1.permit}`)).toBe(s1.token);
+    expect(await a.locks.inspect('layout-sem')).toMatchObject({
+      held: true,
+      holders: 2,
+      waiting: 1,
+      mode: 'exclusive',
+      permits: 2,
+      slots: [0, 1],
+      fence: s1.fence,
+    });
+    await s0.release();
+    // The waiter takes the freed slot, the lowest.
+    const s2 = await within(third, QUICK_MS, 'the third request');
+    expect(s2.permit).toBe(s0.permit);
+    expect(s2.fence!).toBeGreaterThan(s1.fence!);
+    expect(await textOf(raw, `${dirOf('layout-sem')}/slot-${s2.permit}`)).toBe(s2.token);
+    expect(await layout(raw, 'layout-sem')).toEqual(['slot-0', 'slot-1', 'sem2', 'sem2']);
+    await s1.release();
+    await s2.release();
+    expect(await layout(raw, 'layout-sem')).toEqual([]);
+
+    // The emptied key nodes go too, about 2 s later: nothing is left under the root.
+    await within(
+      (async () => {
+        while ((await childrenOf(raw, ROOT)).length > 0) await sleep(100);
+      })(),
+      5_000,
+      'the key nodes tidied away',
+    );
+  }, 30_000);
+
+  it('writer preference between two apps: a queued writer holds back later readers, then they enter together', async () => {
+    const key = 'preference';
+    const r1 = await a.locks.acquire(key, { mode: 'shared' });
+    let writerAt = Infinity;
+    const writer = b.locks.acquire(key, { waitTimeout: 10_000 }).then((lock) => {
+      writerAt = performance.now();
+      return lock;
+    });
+    await queued(a, key, 1);
+    // A new reader (of the reader's own app) neither barges in nor gets through a try.
+    expect(await a.locks.tryAcquire(key, { mode: 'shared' })).toBeNull();
+    const readers = [a, b].map((app) =>
+      settle(app.locks.acquire(key, { mode: 'shared', waitTimeout: 10_000 })),
+    );
+    expect(await stillPendingAfter(Promise.race(readers), 200)).toBe(true);
+    expect(await a.locks.inspect(key)).toMatchObject({ holders: 1, waiting: 3, mode: 'shared' });
+    await r1.release();
+    const w = await within(writer, QUICK_MS, 'the writer');
+    expect(w.fence!).toBeGreaterThan(r1.fence!);
+    expect(await stillPendingAfter(Promise.race(readers), 200)).toBe(true);
+    const releasedAt = performance.now();
+    await w.release();
+    const later = await within(Promise.all(readers), QUICK_MS, 'the readers behind the writer');
+    for (const outcome of later) {
+      expect(outcome.ok).toBe(true);
+      const lock = (outcome as { value: Awaited<typeof w> }).value;
+      expect(lock.mode).toBe('shared');
+      expect(lock.fence!).toBeGreaterThan(w.fence!);
+    }
+    expect(writerAt).toBeLessThan(releasedAt);
+    expect(await a.locks.inspect(key)).toMatchObject({ holders: 2, waiting: 0, mode: 'shared' });
+    for (const outcome of later) await (outcome as { value: Awaited<typeof w> }).value.release();
+    expect(await a.locks.isLocked(key)).toBe(false);
+  });
+
+  it('a holder whose session expires: its signal aborts, then its read hold and its slot go to the waiters', async () => {
+    const proxy = await startTcpProxy(server.clientPort);
+    const cut = await createLockApp(options(proxy.address));
+    try {
+      const reader = await cut.locks.acquire('expire-rw', { mode: 'shared' });
+      const slotHolder = await cut.locks.acquire('expire-sem', { permits: 2 });
+      const other = await a.locks.acquire('expire-sem', { permits: 2 });
+      let abortedAt = Infinity;
+      reader.signal.addEventListener('abort', () => (abortedAt = performance.now()));
+      const grantedAt: number[] = [];
+      const stamp = <T>(lock: T): T => {
+        grantedAt.push(performance.now());
+        return lock;
+      };
+      const writer = b.locks.acquire('expire-rw', { waitTimeout: 20_000 }).then(stamp);
+      const slot = b.locks.acquire('expire-sem', { permits: 2, waitTimeout: 20_000 }).then(stamp);
+      await queued(a, 'expire-rw', 1);
+      await queued(a, 'expire-sem', 1);
+      // The holder's app goes silent: the server expires its session (and its nodes).
+      const cutAt = performance.now();
+      proxy.blackhole(true);
+      const [w, s] = await within(
+        Promise.all([writer, slot]),
+        SESSION_MS + 3_000,
+        'the waiters granted after the expiry',
+      );
+      await within(aborted(reader.signal), QUICK_MS, 'the expired reader told');
+      await within(aborted(slotHolder.signal), QUICK_MS, 'the expired slot holder told');
+      expect(reader.signal.reason).toBeInstanceOf(LockLostError);
+      expect(slotHolder.signal.reason).toBeInstanceOf(LockLostError);
+      // Never two holders: the expired one gave up before anyone else was granted.
+      expect(abortedAt - cutAt).toBeLessThanOrEqual(SESSION_MS + 1_000);
+      for (const t of grantedAt) expect(t).toBeGreaterThan(abortedAt);
+      expect(w.fence!).toBeGreaterThan(reader.fence!);
+      expect(s.permit).toBe(slotHolder.permit);
+      expect(s.fence!).toBeGreaterThan(slotHolder.fence!);
+      expect(await textOf(raw, `${dirOf('expire-sem')}/slot-${s.permit}`)).toBe(s.token);
+      expect(await layout(raw, 'expire-sem')).toEqual(['slot-0', 'slot-1', 'sem2', 'sem2']);
+      await w.release();
+      await s.release();
+      await other.release();
+      expect(await layout(raw, 'expire-rw')).toEqual([]);
+      expect(await layout(raw, 'expire-sem')).toEqual([]);
+    } finally {
+      proxy.blackhole(false);
+      await cut.close();
+      await proxy.close();
+    }
+  }, 30_000);
+});
