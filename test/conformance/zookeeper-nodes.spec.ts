@@ -12,6 +12,7 @@ import { LockAbortedError, LockBackendError, LockLostError } from '../../lib/ind
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { aborted, settle, sleep, within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { queuedOn } from '../support/lock-checks';
 import { childrenOf, rawClient as rawZkClient, statOf } from '../support/zk-raw';
 import { startTcpProxy } from '../../servers/tcp-proxy';
 import { startZkEnsemble, startZkStandalone, stopAllZk } from '../../servers/zk-servers';
@@ -59,16 +60,9 @@ const options = (connectionString: string, extra: object = {}): LockModuleOption
   },
 });
 
-/** Waits until `t` sees `n` callers queued behind the holder of `key`. */
-function queued(t: LockTestApp, key: string, n: number): Promise<void> {
-  return within(
-    (async () => {
-      while (((await t.locks.inspect(key)).waiting ?? 0) < n) await sleep(10);
-    })(),
-    QUICK_MS,
-    `${n} caller(s) queued on ${key}`,
-  );
-}
+/** Waits until `t` sees `n` callers queued on `key`. */
+const queued = (t: LockTestApp, key: string, n: number): Promise<void> =>
+  queuedOn(t.locks, key, n, QUICK_MS);
 
 describe.each([
   ['standalone', async () => startZkStandalone().then((s) => [s.connectString, s] as const)],

@@ -11,6 +11,7 @@ import { LockLostError } from '../../lib/index';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { aborted, settle, sleep, stillPendingAfter, within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { queuedOn } from '../support/lock-checks';
 import { childrenOf, rawClient, textOf } from '../support/zk-raw';
 import { startTcpProxy } from '../../servers/tcp-proxy';
 import { startZkStandalone, stopAllZk, type ZkNode } from '../../servers/zk-servers';
@@ -36,15 +37,8 @@ async function layout(raw: ZkClient, key: string): Promise<string[]> {
 }
 
 /** Waits until `t` sees `n` callers queued on `key`. */
-function queued(t: LockTestApp, key: string, n: number): Promise<void> {
-  return within(
-    (async () => {
-      while (((await t.locks.inspect(key)).waiting ?? 0) < n) await sleep(10);
-    })(),
-    QUICK_MS,
-    `${n} caller(s) queued on ${key}`,
-  );
-}
+const queued = (t: LockTestApp, key: string, n: number): Promise<void> =>
+  queuedOn(t.locks, key, n, QUICK_MS);
 
 afterAll(() => stopAllZk());
 

@@ -7,7 +7,7 @@ import type { LockBackend } from '../../lib/core/contract/lock-backend';
 import { LockLostError, LockNotAcquiredError } from '../../lib/errors/lock.errors';
 import type { LockEvent, LockEventName } from '../../lib/lock.interfaces';
 import type { LockService } from '../../lib/lock.service';
-import { within, deferred } from './async';
+import { within, deferred, sleep } from './async';
 
 /** Records the events of the given names until `stop()`. */
 export function recordEvents(locks: LockService, names: readonly LockEventName[]) {
@@ -107,4 +107,15 @@ export function expectNotAcquired(
   expect(typeof err.waitedMs).toBe('number');
   expect(err.waitedMs).toBeGreaterThanOrEqual(0);
   return err;
+}
+
+/** Waits until `locks.inspect` counts `n` callers queued on `key`; rejects after `ms`. */
+export function queuedOn(locks: LockService, key: string, n: number, ms: number): Promise<void> {
+  return within(
+    (async () => {
+      while (((await locks.inspect(key)).waiting ?? 0) < n) await sleep(10);
+    })(),
+    ms,
+    `${n} caller(s) queued on ${key}`,
+  );
 }
