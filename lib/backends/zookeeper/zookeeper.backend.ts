@@ -171,6 +171,8 @@ export class ZookeeperLockBackend implements LockBackend {
      * sends there (re-reading it cost each hand-off a second request).
      */
     let ownStat: ZkStat | null | undefined;
+    /** A slot claim of this node got no answer (see claimSlot). */
+    let claimUnanswered = false;
     try {
       for (;;) {
         if (signal.aborted) return null;
@@ -191,13 +193,18 @@ export class ZookeeperLockBackend implements LockBackend {
             placedIn = this.session.generation;
             lookFirst = false;
             ownStat = undefined;
+            claimUnanswered = false;
           }
           const read = await untilAborted(this.readQueue(dir, path, ownStat), signal);
           if (read === ABORTED) return null;
           ownStat = read.stat;
           const { place } = read;
           if (place.kind === 'first') {
-            const grant = await this.granted(key, token, path, read, kind);
+            const counted = kind.permits > 1;
+            const claimedBefore = claimUnanswered;
+            claimUnanswered = counted; // until the claim answers
+            const grant = await this.granted(key, token, path, read, kind, claimedBefore);
+            claimUnanswered = false;
             path = undefined; // ours now (or removed: an abandoned session's, or deleted meanwhile)
             if (grant) return grant;
             ownStat = undefined;
@@ -504,6 +511,8 @@ export class ZookeeperLockBackend implements LockBackend {
     /** The read that found us first: our node's stat (the client has no create2), the queue. */
     { stat, names }: QueueRead,
     kind: NodeKind,
+    /** An earlier claim of a slot for this node failed without an answer: it may have landed. */
+    maybeClaimed = false,
   ): Promise<LockGrant | null> {
     if (!stat)
       throw new LockBackendError(
@@ -520,7 +529,16 @@ export class ZookeeperLockBackend implements LockBackend {
       this.held.set(heldKey(key, token), { key, token, path });
       return { fence: zxidToNumber(stat.czxid), grantedAt: monotonicNow() };
     }
-    const claimed = await this.claimSlot(path, token, kind.permits, names);
+    let claimed: Awaited<ReturnType<typeof this.claimSlot>>;
+    try {
+      claimed = await this.claimSlot(path, token, kind.permits, names, maybeClaimed);
+    } catch (err) {
+      // Refused for good (no slot, no rights): leave the queue. Without an answer the claim may
+      // have landed: the caller tries again, or the engine's release finds the slot.
+      if (!this.session.isConnectionError(err))
+        await this.removeQuietly(dirname(path), token, path);
+      throw err;
+    }
     if (!claimed) return null;
     this.held.set(heldKey(key, token), { key, token, path, slot: claimed.path });
     return { fence: claimed.fence, permit: claimed.slot, grantedAt: monotonicNow() };
@@ -534,14 +552,21 @@ export class ZookeeperLockBackend implements LockBackend {
    * while their queue node does: release and forceRelease delete the slot first), so finding
    * none twice is a broken queue, refused (fail closed). `null` when our queue node is gone
    * (force-released, or the session's end): nothing was created. Fence: the multi's zxid.
+   * `maybeClaimed`: an earlier claim got no answer, so a slot with our token is ours already (a
+   * second claim would hold two).
    */
   private async claimSlot(
     path: string,
     token: string,
     permits: number,
     names: readonly string[],
+    maybeClaimed: boolean,
   ): Promise<{ slot: number; path: string; fence: number } | null> {
     const dir = dirname(path);
+    if (maybeClaimed) {
+      const mine = await this.slotHeldBy(dir, names, token, false);
+      if (mine) return { slot: mine.slot, path: mine.path, fence: zxidToNumber(mine.stat.czxid) };
+    }
     let taken = new Set(slotsIn(names));
     for (let round = 1; ; round++) {
       for (let slot = 0; slot < permits; slot++) {
@@ -761,12 +786,32 @@ export class ZookeeperLockBackend implements LockBackend {
     const name = children.find((c) => c.startsWith(prefix));
     const path = name === undefined ? undefined : `${dir}/${name}`;
     if (name !== undefined && (kindOf(name)?.permits ?? 1) === 1) return { path };
+    return { path, slot: (await this.slotHeldBy(dir, children, token, true))?.path };
+  }
+
+  /**
+   * The slot node among `children` of `dir` whose data is `token`, read in one round trip.
+   * `bestEffort`: a read that fails counts as not ours (a cleanup); otherwise it fails the lookup
+   * (a claim must not take a second slot because it could not see its first).
+   */
+  private async slotHeldBy(
+    dir: string,
+    children: readonly string[],
+    token: string,
+    bestEffort: boolean,
+  ): Promise<{ slot: number; path: string; stat: ZkStat } | undefined> {
     const slots = children.filter((child) => slotOf(child) !== undefined);
     const owned = await Promise.all(
-      slots.map((child) => this.ownSlot(`${dir}/${child}`, token).catch(() => undefined)),
+      this.session.batch(() =>
+        slots.map((child) => {
+          const read = this.ownSlot(`${dir}/${child}`, token);
+          return bestEffort ? read.catch(() => undefined) : read;
+        }),
+      ),
     );
     const i = owned.findIndex((stat) => stat !== undefined);
-    return { path, slot: i < 0 ? undefined : `${dir}/${slots[i]}` };
+    if (i < 0) return undefined;
+    return { slot: slotOf(slots[i])!, path: `${dir}/${slots[i]}`, stat: owned[i]! };
   }
 
   private async removeQuietly(
