@@ -159,6 +159,61 @@ describe('zookeeper shared and counted locks', () => {
     expect(await a.locks.isLocked(key)).toBe(false);
   });
 
+  it.each(['acquire', 'tryAcquire'] as const)(
+    'a slot claim whose reply is lost (%s): one slot or none is left, never two',
+    async (call) => {
+      const key = `claim-cut-${call}`;
+      const proxy = await startTcpProxy(server.clientPort);
+      const cut = await createLockApp(options(proxy.address));
+      try {
+        let cuts = 0;
+        proxy.onClientData((chunk) => {
+          // ZooKeeper request framing: length(4) xid(4) type(4). Type 14 = multi: the claim;
+          // then type 4 = getData: its look for the slot it may have taken, lost as well, so
+          // the claim fails without knowing.
+          const type = chunk.length >= 12 ? chunk.readInt32BE(8) : 0;
+          if ((cuts === 0 && type === 14) || (cuts === 1 && type === 4)) {
+            cuts++;
+            return 'forward-then-cut';
+          }
+          return 'forward';
+        });
+        const outcome = await settle(
+          call === 'acquire'
+            ? cut.locks.acquire(key, { permits: 3, waitTimeout: 10_000 })
+            : cut.locks.tryAcquire(key, { permits: 3 }),
+        );
+        expect(cuts).toBe(2);
+        const slots = async () => (await layout(raw, key)).filter((n) => n.startsWith('slot-'));
+        // A wait goes on after the reconnection, with the slot it claimed before (found by its
+        // token), alone; a try fails, and the engine's cleanup finds the slot by its token.
+        expect(outcome.ok).toBe(call === 'acquire');
+        if (outcome.ok && outcome.value) {
+          const lock = outcome.value;
+          expect(await slots()).toEqual([`slot-${lock.permit}`]);
+          expect(await textOf(raw, `${dirOf(key)}/slot-${lock.permit}`)).toBe(lock.token);
+          await lock.release();
+        }
+        // Whatever the outcome, nothing of it stays (a failed call's slot is cleaned up too).
+        await within(
+          (async () => {
+            while ((await layout(raw, key)).length > 0) await sleep(20);
+          })(),
+          QUICK_MS * 3,
+          'the nodes of the cut claim gone',
+        );
+        const next = await a.locks.tryAcquire(key, { permits: 3 });
+        expect(next?.permit).toBe(0);
+        await next!.release();
+      } finally {
+        proxy.onClientData(null);
+        await cut.close();
+        await proxy.close();
+      }
+    },
+    30_000,
+  );
+
   it('a holder whose session expires: its signal aborts, then its read hold and its slot go to the waiters', async () => {
     const proxy = await startTcpProxy(server.clientPort);
     const cut = await createLockApp(options(proxy.address));
