@@ -159,6 +159,51 @@ describe('zookeeper shared and counted locks', () => {
     expect(await a.locks.isLocked(key)).toBe(false);
   });
 
+  it('forceRelease frees every holder: all readers, or every slot; the waiters go on, the old holders are told', async () => {
+    const admin = await createLockApp(options(server.connectString));
+    try {
+      // Readers of two apps; a writer waits behind them.
+      const readers = [
+        await a.locks.acquire('force-rw', { mode: 'shared', ttl: 1_200 }),
+        await b.locks.acquire('force-rw', { mode: 'shared', ttl: 1_200 }),
+      ];
+      const writer = b.locks.acquire('force-rw', { waitTimeout: 10_000 });
+      await queued(admin, 'force-rw', 1);
+      expect(await admin.locks.forceRelease('force-rw')).toBe(true);
+      const w = await within(writer, QUICK_MS, 'the writer after the force');
+      expect(w.fence!).toBeGreaterThan(Math.max(...readers.map((r) => r.fence!)));
+      expect(await layout(raw, 'force-rw')).toEqual(['lock']);
+      // Each old reader learns it at its next renewal (a third of its 1.2 s lease).
+      for (const r of readers) {
+        await within(aborted(r.signal), 1_200, 'an old reader told');
+        expect(r.signal.reason).toBeInstanceOf(LockLostError);
+      }
+      await w.release();
+
+      // Both slots of a counted lock; a third request waits and gets the lowest slot.
+      const slots = [
+        await a.locks.acquire('force-sem', { permits: 2, ttl: 1_200 }),
+        await b.locks.acquire('force-sem', { permits: 2, ttl: 1_200 }),
+      ];
+      const third = b.locks.acquire('force-sem', { permits: 2, waitTimeout: 10_000 });
+      await queued(admin, 'force-sem', 1);
+      expect(await admin.locks.forceRelease('force-sem')).toBe(true);
+      const next = await within(third, QUICK_MS, 'the waiter after the force');
+      expect(next.permit).toBe(0);
+      expect(next.fence!).toBeGreaterThan(Math.max(...slots.map((l) => l.fence!)));
+      expect(await layout(raw, 'force-sem')).toEqual(['slot-0', 'sem2']);
+      for (const l of slots) {
+        await within(aborted(l.signal), 1_200, 'an old slot holder told');
+        await l.release(); // frees nothing of the new holder's
+      }
+      expect(await admin.locks.inspect('force-sem')).toMatchObject({ holders: 1, slots: [0] });
+      await next.release();
+      expect(await admin.locks.forceRelease('force-sem')).toBe(false);
+    } finally {
+      await admin.close();
+    }
+  }, 30_000);
+
   it.each(['acquire', 'tryAcquire'] as const)(
     'a slot claim whose reply is lost (%s): one slot or none is left, never two',
     async (call) => {

@@ -257,7 +257,9 @@ export class ZookeeperLockBackend implements LockBackend {
         }
       }
     } finally {
-      if (path !== undefined) await this.leaveQueue(dir, token, path, placedIn);
+      if (path !== undefined) {
+        await this.leaveQueue(dir, token, path, placedIn, claimUnanswered);
+      }
     }
   }
 
@@ -398,20 +400,59 @@ export class ZookeeperLockBackend implements LockBackend {
     const read = await this.queueOf(dir);
     if (!read || read.queue.length === 0) return false;
     const view = queueView(read.queue);
-    const slots = view.permits > 1 ? slotsIn(read.names).map(slotName) : [];
-    const victims = [...slots, ...view.holders].map((name) => `${dir}/${name}`);
+    // Each holder's nodes: a counted lock's slot with its queue node (one multi: see removeOwn).
+    const holders =
+      view.permits > 1
+        ? await this.slotHolders(dir, read.names)
+        : view.holders.map((name) => [`${dir}/${name}`]);
     const outcomes = await Promise.allSettled(
-      this.session.batch(() => victims.map((path) => this.session.remove(path))),
+      this.session.batch(() =>
+        holders.map((paths) =>
+          this.session.commit((tx) => {
+            for (const path of paths) tx.remove(path);
+          }),
+        ),
+      ),
     );
     let removed = false;
-    for (const [i, outcome] of outcomes.entries()) {
-      if (outcome.status === 'fulfilled') removed ||= i >= slots.length;
+    for (const outcome of outcomes) {
+      if (outcome.status === 'fulfilled') removed = true;
       else if (zkCode(outcome.reason) !== this.zk.Exception.NO_NODE) throw outcome.reason;
     }
     // Nodes of this process: not held any more (the engine reports the leases lost itself).
-    const gone = new Set(victims);
+    const gone = new Set(holders.flat());
     for (const [held, entry] of this.held) if (gone.has(entry.path)) this.held.delete(held);
     return removed;
+  }
+
+  /**
+   * The holders of a counted lock as [slot node, queue node] pairs, each slot's holder read
+   * from its data (its token) in one round trip. A slot whose queue node is gone (a claim whose
+   * reply was lost, before its cleanup) is freed alone.
+   */
+  private async slotHolders(dir: string, names: readonly string[]): Promise<string[][]> {
+    const slots = slotsIn(names).map((slot) => `${dir}/${slotName(slot)}`);
+    const owners = await Promise.all(
+      this.session.batch(() =>
+        slots.map((path) =>
+          this.session.getData(path).then(
+            ({ data }) => data?.toString(),
+            (err: unknown) => {
+              if (zkCode(err) !== this.zk.Exception.NO_NODE) throw err;
+              return undefined; // left meanwhile
+            },
+          ),
+        ),
+      ),
+    );
+    const pairs: string[][] = [];
+    slots.forEach((slot, i) => {
+      const token = owners[i];
+      if (token === undefined) return;
+      const node = names.find((name) => name.startsWith(tokenPrefix(token)));
+      pairs.push(node === undefined ? [slot] : [slot, `${dir}/${node}`]);
+    });
+    return pairs;
   }
 
   onLost(listener: LockLossListener): void {
@@ -548,9 +589,9 @@ export class ZookeeperLockBackend implements LockBackend {
    * An admitted request of a counted lock takes the lowest slot free in the queue read that
    * admitted it: one multi creates `slot-<i>` and marks our queue node admitted (waking the
    * waiter that watches it), all or none. A slot taken meanwhile (NODE_EXISTS) means the next
-   * one; one is free, since at most `permits - 1` others are admitted (slot nodes live only
-   * while their queue node does: release and forceRelease delete the slot first), so finding
-   * none twice is a broken queue, refused (fail closed). `null` when our queue node is gone
+   * one; one is free, since at most `permits - 1` others are admitted (a slot node lives only
+   * while its queue node does: release, forceRelease and the session's end delete both at
+   * once), so finding none twice is a broken queue, refused (fail closed). `null` when our queue node is gone
    * (force-released, or the session's end): nothing was created. Fence: the multi's zxid.
    * `maybeClaimed`: an earlier claim got no answer, so a slot with our token is ours already (a
    * second claim would hold two).
@@ -715,35 +756,37 @@ export class ZookeeperLockBackend implements LockBackend {
   private async removeOwn(
     dir: string,
     token: string,
-    known?: { path: string; slot?: string },
+    known?: KnownNode,
     generation = this.session.generation,
   ): Promise<boolean> {
     let path = known?.path;
-    // A counted lock's slot (`undefined` once deleted); looked up with an unknown node.
+    // A counted lock's slot; looked up with an unknown node, or after a claim without answer.
     let slot = known?.slot;
+    let lookForSlot = known?.maybeSlot === true;
     let replyLost = false;
     for (let attempt = 1; ; attempt++) {
       try {
         if (path === undefined) ({ path, slot } = await this.findOwn(dir, token));
+        else if (lookForSlot) slot = (await this.findOwn(dir, token)).slot;
+        lookForSlot = false;
         if (path === undefined) {
-          // A grant whose reply was lost may have left its slot alone.
+          // A grant whose reply was lost may have left its slot alone (found by its token).
           if (slot !== undefined) await this.removeSlot(slot);
           return false;
         }
         if (slot !== undefined) {
-          // The slot first (one write to the socket, applied in order): a slot lives only while
-          // its queue node does (see claimSlot).
-          const [slotGone, nodeGone] = this.session.batch(() => [
-            this.removeSlot(slot!),
-            this.session.remove(path!, 'reconnect'),
-          ]);
-          nodeGone.catch(() => undefined); // reported below, after the slot's outcome
-          await slotGone;
-          slot = undefined;
-          await nodeGone;
-        } else {
-          await this.session.remove(path, 'reconnect');
+          // The slot and its queue node in one multi, or neither: a slot is ours only while our
+          // queue node lives (forceRelease deletes both together too), so once that node is gone
+          // the slot may be someone else's already, and only the queue node is tried.
+          try {
+            await this.session.commit((tx) => tx.remove(slot!).remove(path!), 'reconnect');
+            return true;
+          } catch (err) {
+            if (zkCode(err) !== this.zk.Exception.NO_NODE) throw err;
+            slot = undefined;
+          }
         }
+        await this.session.remove(path, 'reconnect');
         return true;
       } catch (err) {
         if (zkCode(err) === this.zk.Exception.NO_NODE) return replyLost;
@@ -762,7 +805,7 @@ export class ZookeeperLockBackend implements LockBackend {
     }
   }
 
-  /** Deletes a slot node of ours; already gone is fine. */
+  /** Deletes a slot node of ours left without its queue node; already gone is fine. */
   private async removeSlot(path: string): Promise<void> {
     await this.session.remove(path, 'reconnect').catch((err: unknown) => {
       if (zkCode(err) !== this.zk.Exception.NO_NODE) throw err;
@@ -834,10 +877,11 @@ export class ZookeeperLockBackend implements LockBackend {
     token: string,
     path: string,
     generation: number,
+    /** A slot claim of this node got no answer: its slot may exist, found by its token. */
+    maybeSlot: boolean,
   ): Promise<void> {
-    await withTimeout(this.removeQuietly(dir, token, path, generation), LEAVE_QUEUE_WAIT_MS).catch(
-      () => undefined,
-    );
+    const leaving = this.removeOwn(dir, token, { path, maybeSlot }, generation).catch(() => false);
+    await withTimeout(leaving, LEAVE_QUEUE_WAIT_MS).catch(() => undefined);
   }
 }
 
@@ -879,6 +923,16 @@ interface HeldNode {
   readonly path: string;
   /** A counted lock's slot node. */
   readonly slot?: string;
+}
+
+/** What a deletion of our nodes knows of them (see `removeOwn`). */
+interface KnownNode {
+  /** Our queue node. */
+  readonly path: string;
+  /** Our slot node (a counted lock's grant). */
+  readonly slot?: string;
+  /** A slot claim got no answer: look for a slot of ours. */
+  readonly maybeSlot?: boolean;
 }
 
 /** One read of a key's queue for a node of ours (see `readQueue`). */
