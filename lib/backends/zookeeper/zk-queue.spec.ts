@@ -104,7 +104,7 @@ describe('shared and counted places', () => {
     expect(placeInQueue(q, q[4])).toEqual({ kind: 'behind', predecessor: q[3] });
   });
 
-  it('the lowest node sets the permits: one that disagrees is refused, and ignored by the rest', () => {
+  it('the lowest node sets the permits: one that disagrees is refused, and holds back those behind it until it leaves', () => {
     const q = [
       named('a', 'sem3', 1),
       named('b', 'lock', 2),
@@ -114,12 +114,25 @@ describe('shared and counted places', () => {
     ];
     expect(placeInQueue(q, q[1])).toEqual({ kind: 'refused', permits: 3 });
     expect(placeInQueue(q, q[3])).toEqual({ kind: 'refused', permits: 3 });
-    // b and d are not counted ahead of e: two agreeing nodes ahead of 3 permits.
-    expect(placeInQueue(q, q[4])).toEqual({ kind: 'first' });
-    // A mutex first sets permits 1 for those behind.
+    // c and e wait for the nearest refused node ahead to leave: it could become the lowest
+    // (a left before it read the queue) and hold, so nothing behind it is admitted meanwhile.
+    expect(placeInQueue(q, q[2])).toEqual({ kind: 'behind', predecessor: q[1] });
+    expect(placeInQueue(q, q[4])).toEqual({ kind: 'behind', predecessor: q[3] });
+    // Once they left, the refused nodes are not counted ahead: two agreeing ahead of 3 permits.
+    const left = [q[0], q[2], q[4]];
+    expect(placeInQueue(left, q[4])).toEqual({ kind: 'first' });
+    // A mutex first sets permits 1 for those behind; a mutex waits for its predecessor, any.
     const m = [named('m', 'lock', 1), named('s', 'sem2', 2), named('n', 'lock', 3)];
     expect(placeInQueue(m, m[1])).toEqual({ kind: 'refused', permits: 1 });
-    expect(placeInQueue(m, m[2])).toEqual({ kind: 'behind', predecessor: m[0] });
+    expect(placeInQueue(m, m[2])).toEqual({ kind: 'behind', predecessor: m[1] });
+    // A reader waits for a refused counted node ahead as for a writer.
+    const r = [named('r1', 'read', 1), named('s', 'sem2', 2), named('r2', 'read', 3)];
+    expect(placeInQueue(r, r[2])).toEqual({ kind: 'behind', predecessor: r[1] });
+    // The race this prevents: a refused mutex that became the lowest holds; the counted
+    // request behind it, admitted by the old lowest, must not hold beside it.
+    const race = [named('x', 'lock', 2), named('s2', 'sem2', 3)];
+    expect(placeInQueue(race, race[0])).toEqual({ kind: 'first' });
+    expect(placeInQueue(race, race[1])).toEqual({ kind: 'refused', permits: 1 });
   });
 
   it('queueView: the holders and the waiters of each kind of queue', () => {
@@ -137,10 +150,15 @@ describe('shared and counted places', () => {
       holders: writer.slice(0, 1),
       waiting: 1,
     });
-    // A disagreeing node (the lock, leaving) is neither a holder nor a waiter.
-    const sem = [1, 3, 4, 5].map((i) => named(`s${i}`, 'sem3', i));
-    sem.splice(1, 0, named('x', 'lock', 2));
-    expect(queueView(sem)).toMatchObject({ permits: 3, mode: 'exclusive', waiting: 1 });
-    expect(queueView(sem).holders).toEqual([sem[0], sem[2], sem[3]]);
+    const sem = [1, 2, 3, 4].map((i) => named(`s${i}`, 'sem3', i * 2));
+    expect(queueView(sem)).toEqual({
+      permits: 3,
+      mode: 'exclusive',
+      holders: sem.slice(0, 3),
+      waiting: 1,
+    });
+    // A disagreeing node (a lock, leaving) is neither, but holds back what is behind it.
+    sem.splice(1, 0, named('x', 'lock', 3));
+    expect(queueView(sem)).toMatchObject({ holders: sem.slice(0, 1), waiting: 3 });
   });
 });

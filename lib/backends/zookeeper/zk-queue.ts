@@ -23,12 +23,18 @@ export type QueuePlace =
  * waiter needs only the node it waits on, and it reads the queue on every wake-up, so a sort
  * per read would cost n log n per hand-off where n is all that is needed.
  *
- * The lowest node sets the key's `permits`; a node asking another count is refused, and the
- * others ignore it (it leaves at once), so a request that disagrees is never admitted beside
- * holders that agree, and never holds them up. Among the nodes that agree: a writer (mutex)
- * waits for its immediate predecessor, a reader for the nearest writer ahead (so a waiting
- * writer holds back the readers behind it: writer preference, FIFO otherwise), a request of a
- * counted lock for fewer than `permits` ahead of it (Curator's semaphore, in one queue).
+ * A mutex (or writer) holds when no node is ahead of it and waits for its immediate
+ * predecessor, whatever that is (Curator's mutex, unchanged); a reader holds when no other
+ * kind of node is ahead of it and waits for the nearest such (so a waiting writer holds back
+ * the readers behind it: writer preference, FIFO otherwise); a request of a counted lock holds
+ * when fewer than `permits` are ahead of it (Curator's semaphore, in one queue).
+ *
+ * The lowest node sets the key's `permits`: a node asking another count is refused (it leaves
+ * at once). Until it has left it still blocks every node behind it as a writer would: it may
+ * become the lowest (the holders ahead of it leaving before it read the queue) and then hold,
+ * so nothing behind it that disagrees may be admitted meanwhile. Holders of two counts (a
+ * mutex beside a counted lock's holder) can therefore never meet, whatever the timing; a
+ * request can only be refused, or wait a round trip longer.
  */
 export function placeInQueue(children: readonly string[], own: string): QueuePlace {
   const mine = kindOf(own);
@@ -37,8 +43,13 @@ export function placeInQueue(children: readonly string[], own: string): QueuePla
   let present = false;
   let lowestSeq = ownSeq;
   let lowest: NodeKind = mine;
+  /** The node to wait on: the nearest ahead that keeps us out (see above). */
   let predecessor: string | undefined;
   let predecessorSeq = -1;
+  /** The nearest node ahead asking other `permits` (a counted lock's blocker). */
+  let blocker: string | undefined;
+  let blockerSeq = -1;
+  /** Nodes ahead that agree on `permits` (a counted lock's count). */
   let ahead = 0;
   for (const name of children) {
     if (name === own) {
@@ -53,8 +64,11 @@ export function placeInQueue(children: readonly string[], own: string): QueuePla
       lowestSeq = seq;
       lowest = kind;
     }
-    if (kind.permits !== mine.permits) continue;
-    ahead++;
+    if (kind.permits === mine.permits) ahead++;
+    else if (seq > blockerSeq) {
+      blocker = name;
+      blockerSeq = seq;
+    }
     if (mine.shared && kind.shared) continue; // readers pass readers
     if (seq > predecessorSeq) {
       predecessor = name;
@@ -66,6 +80,7 @@ export function placeInQueue(children: readonly string[], own: string): QueuePla
   if (mine.permits === 1) {
     return predecessor === undefined ? { kind: 'first' } : { kind: 'behind', predecessor };
   }
+  if (blocker !== undefined) return { kind: 'behind', predecessor: blocker };
   if (ahead < mine.permits) return { kind: 'first' };
   if (ahead === mine.permits) return { kind: 'head' };
   return { kind: 'behind', predecessor: predecessor! };
@@ -88,22 +103,25 @@ export interface QueueView {
 
 /**
  * The holders and waiters of a non-empty queue (lock nodes in queue order), by the rules of
- * `placeInQueue`: nodes asking other `permits` than the lowest are left out (they leave).
+ * `placeInQueue`: nodes asking other `permits` than the lowest are neither (they leave), but
+ * hold back what is behind them.
  */
 export function queueView(queue: readonly string[]): QueueView {
   const first = kindOf(queue[0])!;
-  const agreeing = queue.filter((name) => kindOf(name)?.permits === first.permits);
-  let held: number;
-  if (first.permits > 1) held = Math.min(first.permits, agreeing.length);
+  const kinds = queue.map((name) => kindOf(name)!);
+  const agreeing = queue.filter((_, i) => kinds[i].permits === first.permits);
+  let held = kinds.findIndex((kind) => kind.permits !== first.permits);
+  if (held < 0) held = queue.length;
+  if (first.permits > 1) held = Math.min(first.permits, held);
   else if (!first.shared) held = 1;
   else {
-    held = agreeing.findIndex((name) => !kindOf(name)!.shared);
-    if (held < 0) held = agreeing.length;
+    const writer = kinds.findIndex((kind) => !kind.shared);
+    if (writer >= 0) held = Math.min(held, writer);
   }
   return {
     permits: first.permits,
     mode: first.shared ? 'shared' : 'exclusive',
-    holders: agreeing.slice(0, held),
+    holders: queue.slice(0, held),
     waiting: agreeing.length - held,
   };
 }

@@ -26,25 +26,29 @@ export class ZkWatches {
   constructor(private readonly session: ZkSession) {}
 
   /**
-   * The watch on `path`: fires when the node is deleted or its data changes (a counted lock's
-   * node is written once when it is admitted), or at once if it is already gone, was already
-   * written, or the watch could not be armed (the queue is read again then).
+   * The watch on `path`: fires when the node is deleted or its data changes, or at once if it
+   * is already gone or the watch could not be armed (the queue is read again then).
+   * `admittedWakes`: the node is a counted lock's, written once when admitted, which is news
+   * to its follower; already written, the watch fires at once too. Only then: a node that
+   * keeps its follower out must not wake it over and over.
    */
-  node(path: string): ZkWatch {
+  node(path: string, admittedWakes: boolean): ZkWatch {
     const generation = this.session.generation;
     if (generation !== this.generation) {
       // The old client's watches never fire: forget them all.
       this.nodes.clear();
       this.generation = generation;
     }
-    const live = this.nodes.get(path);
+    // Apart by flag: one armed without the check would hide an admission already written.
+    const slot = `${admittedWakes ? 'a' : 'd'}${path}`;
+    const live = this.nodes.get(slot);
     if (live && !live.fired) return live;
     const [watch, fire] = newWatch(path, generation, () => {
-      if (this.nodes.get(path) === watch) this.nodes.delete(path);
+      if (this.nodes.get(slot) === watch) this.nodes.delete(slot);
     });
-    this.nodes.set(path, watch);
+    this.nodes.set(slot, watch);
     this.session.watchNode(path, fire).then((stat) => {
-      if ((stat?.version ?? 0) > 0) fire();
+      if (admittedWakes && (stat?.version ?? 0) > 0) fire();
     }, fire);
     return watch;
   }

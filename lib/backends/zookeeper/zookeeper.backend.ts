@@ -238,7 +238,10 @@ export class ZookeeperLockBackend implements LockBackend {
             watch =
               place.kind === 'head'
                 ? this.watches.children(dir, (names) => placeInQueue(names, own).kind === 'head')
-                : this.watches.node(target);
+                : this.watches.node(
+                    target,
+                    kind.permits > 1 && kindOf(place.predecessor)?.permits === kind.permits,
+                  );
           }
           // Nothing is read again until the watch fires (Curator's wait): a periodic re-read
           // costs each waiter a read of the whole queue, n waiters n reads of n names, queued
