@@ -159,6 +159,53 @@ describe('zookeeper shared and counted locks', () => {
     expect(await a.locks.isLocked(key)).toBe(false);
   });
 
+  it('across two apps (two sessions): writers alone, readers together, never more than permits on their slots', async () => {
+    const apps = [a, b];
+    let readers = 0;
+    let writers = 0;
+    let maxReaders = 0;
+    const slotHolders = new Map<number, string>();
+    let maxSlots = 0;
+    const problems: string[] = [];
+    const work = async (worker: number): Promise<void> => {
+      const app = apps[worker % 2];
+      for (let round = 0; round < 6; round++) {
+        const writer = worker < 2 && round % 2 === 0;
+        await app.locks.withLock(
+          'cross-rw',
+          async () => {
+            if (writer ? readers + writers > 0 : writers > 0) problems.push('rw overlap');
+            if (writer) writers++;
+            else readers++;
+            maxReaders = Math.max(maxReaders, readers);
+            await sleep(writer ? 5 : 15);
+            if (writer) writers--;
+            else readers--;
+          },
+          { mode: writer ? 'exclusive' : 'shared', waitTimeout: 20_000 },
+        );
+        await app.locks.withLock(
+          'cross-sem',
+          async (lock) => {
+            if (slotHolders.has(lock.permit)) problems.push(`slot ${lock.permit} twice`);
+            slotHolders.set(lock.permit, lock.token);
+            maxSlots = Math.max(maxSlots, slotHolders.size);
+            await sleep(10);
+            slotHolders.delete(lock.permit);
+          },
+          { permits: 3, waitTimeout: 20_000 },
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, (_, worker) => work(worker)));
+    expect(problems).toEqual([]);
+    expect(maxReaders).toBeGreaterThanOrEqual(2);
+    expect(maxSlots).toBeLessThanOrEqual(3);
+    expect(maxSlots).toBeGreaterThanOrEqual(2);
+    expect(await layout(raw, 'cross-rw')).toEqual([]);
+    expect(await layout(raw, 'cross-sem')).toEqual([]);
+  }, 60_000);
+
   it('forceRelease frees every holder: all readers, or every slot; the waiters go on, the old holders are told', async () => {
     const admin = await createLockApp(options(server.connectString));
     try {
