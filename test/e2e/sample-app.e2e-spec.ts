@@ -21,7 +21,7 @@ import { startZkStandalone, type ZkNode } from '../../servers/zk-servers';
 const STOCK = 15;
 const ORDERS = 40;
 const IN_FLIGHT_PER_APP = 5;
-const APP_TABLES = ['product', 'stock_segment', 'order_ledger', 'distributed_lock'];
+const APP_TABLES = ['product', 'stock_segment', 'order_ledger', 'price', 'distributed_lock'];
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let skuCounter = 0;
