@@ -17,6 +17,8 @@ export interface CheckoutLoadOptions {
   checkouts: number;
   /** Checkouts in flight per target. */
   concurrencyPerTarget: number;
+  /** Called after every answer, with how many checkouts are done. */
+  onProgress?: (done: number) => void;
 }
 
 /** What a checkout load run saw. */
@@ -45,6 +47,7 @@ export async function runCheckoutLoad(options: CheckoutLoadOptions): Promise<Che
   const calls: Array<{ connection: number; span: SpanText }> = [];
   let overloaded = 0;
   let next = 0;
+  let done = 0;
   await keepInFlight(
     options.targets,
     options.concurrencyPerTarget,
@@ -58,6 +61,7 @@ export async function runCheckoutLoad(options: CheckoutLoadOptions): Promise<Che
         calls.push({ connection: payment.connection, span });
       } else if (reply.body.code === 'PROVIDER_OVERLOADED') overloaded++;
       else failures.add(target, reply);
+      options.onProgress?.(++done);
     },
   );
   const elapsedMs = performance.now() - started;

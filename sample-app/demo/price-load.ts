@@ -19,11 +19,15 @@ export interface PriceLoadOptions {
   readersPerTarget: number;
   /** Unlocked readers in flight per target (0: no contrast). */
   unlockedReadersPerTarget: number;
+  /** Called after every completed re-price, with how many are done. */
+  onProgress?: (reprices: number) => void;
 }
 
 /** What one kind of read saw. */
 export interface ReadTally {
   reads: number;
+  /** Reads answered with anything but a price. */
+  failed: number;
   /** Reads that saw net and gross disagree, or the price change under them. */
   torn: number;
   /** Most reads running at once, across every instance. */
@@ -40,7 +44,7 @@ export interface PriceLoadResult {
   reprices: number;
   /** Most re-prices running at once, across every instance (exclusive: 1). */
   maxConcurrentReprices: number;
-  /** Answers that were neither a price nor a completed re-price (5xx, 409, network). */
+  /** Answers that were neither a price nor a completed re-price (5xx, 409, network), in all. */
   failed: number;
   failures: string[];
   elapsedMs: number;
@@ -53,18 +57,27 @@ export async function runPriceLoad(options: PriceLoadOptions): Promise<PriceLoad
   const repriceSpans: SpanText[] = [];
   const lockedReads: ReadOutcome[] = [];
   const unlockedReads: ReadOutcome[] = [];
+  const failedReads = { locked: 0, unlocked: 0 };
   let repricing = true;
 
-  const readers = (path: string, perTarget: number, into: ReadOutcome[]): Promise<void> =>
+  const readers = (
+    kind: 'locked' | 'unlocked',
+    perTarget: number,
+    into: ReadOutcome[],
+  ): Promise<void> =>
     keepInFlight(
       options.targets,
       perTarget,
       () => repricing,
       async (target) => {
+        const path = kind === 'locked' ? '' : '/unlocked';
         const reply = await tryCallJson('GET', `${target}/prices/${options.sku}${path}`);
         const outcome = readOutcome(reply);
-        if (outcome === null) failures.add(target, reply);
-        else into.push(outcome);
+        if (outcome !== null) into.push(outcome);
+        else {
+          failedReads[kind]++;
+          failures.add(target, reply);
+        }
       },
     );
 
@@ -78,6 +91,7 @@ export async function runPriceLoad(options: PriceLoadOptions): Promise<PriceLoad
         const span = spanOf(reply.body);
         if (reply.status === 200 && span !== null) repriceSpans.push(span);
         else failures.add(target, reply);
+        options.onProgress?.(i + 1);
       }
     } finally {
       repricing = false;
@@ -85,13 +99,13 @@ export async function runPriceLoad(options: PriceLoadOptions): Promise<PriceLoad
   };
 
   await Promise.all([
-    readers('', options.readersPerTarget, lockedReads),
-    readers('/unlocked', options.unlockedReadersPerTarget, unlockedReads),
+    readers('locked', options.readersPerTarget, lockedReads),
+    readers('unlocked', options.unlockedReadersPerTarget, unlockedReads),
     repricer(),
   ]);
   return {
-    locked: tally(lockedReads, repriceSpans),
-    unlocked: tally(unlockedReads, repriceSpans),
+    locked: tally(lockedReads, failedReads.locked, repriceSpans),
+    unlocked: tally(unlockedReads, failedReads.unlocked, repriceSpans),
     reprices: repriceSpans.length,
     maxConcurrentReprices: maxOverlap(repriceSpans),
     failed: failures.count,
@@ -122,10 +136,15 @@ export function spanOf(body: Record<string, unknown>): SpanText | null {
     : null;
 }
 
-function tally(reads: readonly ReadOutcome[], repriceSpans: readonly SpanText[]): ReadTally {
+function tally(
+  reads: readonly ReadOutcome[],
+  failed: number,
+  repriceSpans: readonly SpanText[],
+): ReadTally {
   const spans = reads.map((read) => read.span);
   return {
     reads: reads.length,
+    failed,
     torn: reads.filter((read) => !read.consistent).length,
     maxConcurrent: maxOverlap(spans),
     duringReprice: overlapping(spans, repriceSpans),
