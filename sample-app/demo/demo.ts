@@ -1,5 +1,5 @@
 /**
- * `npm run demo`: why the lock exists, in about half a minute and with no servers.
+ * `npm run demo`: why the lock exists, in about 40 s and with no servers.
  *
  * For each deduction mode it starts 3 app processes sharing one SQLite file (products and
  * locks), seeds a SKU with 50 units, fires 200 concurrent one-unit orders spread across the
