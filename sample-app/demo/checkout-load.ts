@@ -5,8 +5,7 @@
  */
 import { FailureLog } from './failure-log';
 import { callJson, keepInFlight, tryCallJson } from './load-client';
-import { spanOf } from './price-load';
-import { maxOverlap, type SpanText } from './spans';
+import { maxOverlap, spanOf, type SpanText } from './spans';
 
 /** Options of `runCheckoutLoad`. */
 export interface CheckoutLoadOptions {

@@ -5,7 +5,7 @@
  */
 import { FailureLog } from './failure-log';
 import { keepInFlight, tryCallJson, type JsonReply } from './load-client';
-import { maxOverlap, overlapping, type SpanText } from './spans';
+import { maxOverlap, overlapping, spanOf, type SpanText } from './spans';
 
 /** Options of `runPriceLoad`. */
 export interface PriceLoadOptions {
@@ -126,14 +126,6 @@ function readOutcome(reply: JsonReply): ReadOutcome | null {
     return null;
   }
   return { consistent: reply.body.consistent, span };
-}
-
-/** The `span` of an answer, if it has a well-formed one. */
-export function spanOf(body: Record<string, unknown>): SpanText | null {
-  const span = body.span as Partial<SpanText> | undefined;
-  return typeof span?.start === 'string' && typeof span.end === 'string'
-    ? { start: span.start, end: span.end }
-    : null;
 }
 
 function tally(

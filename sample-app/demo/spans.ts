@@ -39,3 +39,11 @@ export function overlapping(a: readonly SpanText[], b: readonly SpanText[]): num
     return others.some((other) => start < other.end && other.start < end);
   }).length;
 }
+
+/** The `span` of an answer, if it has a well-formed one. */
+export function spanOf(body: Record<string, unknown>): SpanText | null {
+  const span = body.span as Partial<SpanText> | undefined;
+  return typeof span?.start === 'string' && typeof span.end === 'string'
+    ? { start: span.start, end: span.end }
+    : null;
+}
