@@ -22,13 +22,17 @@ import { HOLDER_LUA, QUEUE_PRELUDE, script } from './redis-scripts';
 
 /**
  * Lua helpers on hash holders that need no KEYS. `parseHolder(token, value)` and
- * `holderValue(holder)` read and write a field; `requestOf(tagged)` splits a queue member's
- * tagged token into `token, mode ('s'|'x'), permits`.
+ * `holderValue(holder)` read and write a field (`parseHolder` is nil for a field that is not
+ * one of ours: the hash is someone else's); `requestOf(tagged)` splits a queue member's tagged
+ * token into `token, mode ('s'|'x'), permits`. `WRONGTYPE` is the error a hash that is not ours
+ * gets, as a mutex script's GET on any other type would.
  */
 const HASH_HOLDER_LUA = `
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local function parseHolder(token, value)
   local mode, permits, slot, expiry, fence =
-    string.match(value, '^(%a) (%d+) (%d+) (%d+) (%d+)$')
+    string.match(value, '^([sx]) (%d+) (%d+) (%d+) (%d+)$')
+  if not mode then return nil end
   return { token = token, mode = mode, permits = tonumber(permits), slot = tonumber(slot),
            expiry = tonumber(expiry), fence = tonumber(fence) }
 end
@@ -83,13 +87,15 @@ local function holdersOf(now, write)
     end
     return { kind = 'hash', holders = holders }
   elseif kind == 'hash' then
-    local flat = redis.call('hgetall', KEYS[1])
+    local flat, all = redis.call('hgetall', KEYS[1]), {}
     for i = 1, #flat, 2 do
-      local h = parseHolder(flat[i], flat[i + 1])
+      all[#all + 1] = parseHolder(flat[i], flat[i + 1]) or error({ err = WRONGTYPE })
+    end
+    for _, h in ipairs(all) do
       if h.expiry > now then
         holders[#holders + 1] = h
       elseif write then
-        redis.call('hdel', KEYS[1], flat[i])
+        redis.call('hdel', KEYS[1], h.token)
       end
     end
     return { kind = 'hash', holders = holders }
@@ -295,11 +301,16 @@ for i = 1, n do
   local ttl = tonumber(one and ARGV[n + 1] or ARGV[n + i])
   local kind = redis.call('type', KEYS[i]).ok
   renewed[i] = 0
+  local flat, all = {}, {}
+  if kind == 'hash' then
+    flat = redis.call('hgetall', KEYS[i])
+    for j = 1, #flat, 2 do all[#all + 1] = parseHolder(flat[j], flat[j + 1]) end
+    -- A field that is not a holder: the hash is not ours, and that key fails alone.
+    if #all * 2 ~= #flat then kind = 'other' end
+  end
   if kind == 'hash' then
     local latest = 0
-    local flat = redis.call('hgetall', KEYS[i])
-    for j = 1, #flat, 2 do
-      local h = parseHolder(flat[j], flat[j + 1])
+    for _, h in ipairs(all) do
       if h.expiry <= now then
         redis.call('hdel', KEYS[i], h.token)
       else
@@ -317,7 +328,7 @@ for i = 1, n do
       renewed[i] = redis.call('pexpire', KEYS[i], ttl)
     end
   elseif kind ~= 'none' then
-    renewed[i] = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+    renewed[i] = WRONGTYPE
   end
 end
 return renewed
