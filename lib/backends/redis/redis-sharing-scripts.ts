@@ -66,6 +66,8 @@ end
  * - `settle(S)`: the hash's expiry becomes its latest holder's (or the key goes, without one).
  * - `agreedPermits(S, self)`: the permits a busy key's holders (else its first waiter, if not the
  *   caller) asked for; nil when idle.
+ * - `dropAndPassOn(token)`: drops that token's hold (1, else 0) and passes the key on to the
+ *   queue's heads that now fit.
  */
 const SHARING_LUA = `
 ${HASH_HOLDER_LUA}
@@ -169,6 +171,14 @@ local function agreedPermits(S, self)
   local _, _, permits = requestOf(string.match(head, '^%S+ %d+ (%S+)$'))
   return permits
 end
+local function dropAndPassOn(token)
+  local now = serverNow()
+  local S = holdersOf(now, true)
+  local dropped = drop(S, token)
+  admitQueue(S, now, nil, 0)
+  settle(S)
+  return dropped
+end
 `;
 
 /**
@@ -229,12 +239,7 @@ return {0, earliest and earliest - now or -1}
 export const SHARED_RELEASE = script(`${QUEUE_PRELUDE}
 ${SHARING_LUA}
 checkBuckets(KEYS[7], BUCKETS, true)
-local now = serverNow()
-local S = holdersOf(now, true)
-local released = drop(S, ARGV[1])
-admitQueue(S, now, nil, 0)
-settle(S)
-return released
+return dropAndPassOn(ARGV[1])
 `);
 
 /**
@@ -247,11 +252,7 @@ ${SHARING_LUA}
 checkBuckets(KEYS[7], BUCKETS, true)
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
-local now = serverNow()
-local S = holdersOf(now, true)
-drop(S, ARGV[2])
-admitQueue(S, now, nil, 0)
-settle(S)
+dropAndPassOn(ARGV[2])
 return 1
 `);
 
