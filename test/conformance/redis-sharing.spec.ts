@@ -98,6 +98,18 @@ describe.each([
     return type === 'hash' ? store.raw.hgetall(lock) : type;
   }
 
+  /**
+   * Waits until `n` callers queue for `key` (a waiter subscribes before it queues, which takes
+   * a while on a loaded machine, longer on a Cluster).
+   */
+  async function queued(app: LockTestApp, key: string, n: number): Promise<void> {
+    const deadline = performance.now() + 5_000;
+    while ((await app.locks.inspect(key)).waiting !== n) {
+      if (performance.now() > deadline) throw new Error(`${n} waiter(s) of "${key}" never queued`);
+      await sleep(10);
+    }
+  }
+
   beforeAll(async () => {
     store = await makeStore();
   }, 60_000);
@@ -151,7 +163,8 @@ describe.each([
     const writer = app.locks.acquire('rw:k', { waitTimeout: 10_000 });
     const s2 = await app.locks.acquire('sem:k', { permits: 3 });
     const slotWaiter = app.locks.acquire('sem:k', { permits: 3, waitTimeout: 10_000 });
-    await sleep(100);
+    await queued(app, 'rw:k', 1);
+    await queued(app, 'sem:k', 1);
     expect(await app.locks.inspect('rw:k')).toMatchObject({
       held: true,
       holders: 2,
@@ -228,7 +241,7 @@ describe.each([
     const b = (await start()).app;
     const reader = await a.locks.acquire('pref:k', { mode: 'shared' });
     const writer = settle(b.locks.acquire('pref:k', { waitTimeout: 10_000 }));
-    await sleep(100); // B's writer is in the key's queue
+    await queued(a, 'pref:k', 1); // B's writer is in the key's queue
     expect(await a.locks.tryAcquire('pref:k', { mode: 'shared' })).toBeNull();
     const lateReader = settle(a.locks.acquire('pref:k', { mode: 'shared', waitTimeout: 10_000 }));
     expect(await stillPendingAfter(writer, 100)).toBe(true);
@@ -258,7 +271,8 @@ describe.each([
     const slots = Array.from({ length: 2 }, () =>
       app.locks.acquire('hand:s', { permits: 2, waitTimeout: 10_000 }),
     );
-    await sleep(150);
+    await queued(app, 'hand:k', 3);
+    await queued(app, 'hand:s', 2);
     const t0 = performance.now();
     await writer.release();
     expect(await app.locks.forceRelease('hand:s')).toBe(true);
