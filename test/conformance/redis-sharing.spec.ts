@@ -121,7 +121,7 @@ describe.each([
     await store?.stop();
   });
 
-  it('a mutex keeps its string and its scripts: two EVALSHA a cycle, of the scripts it always ran', async () => {
+  it('a mutex keeps its string and its scripts: two EVALSHA a cycle, of the scripts it always ran (and a shared or counted cycle two as well)', async () => {
     expect({
       ACQUIRE: ACQUIRE.sha,
       RELEASE: RELEASE.sha,
@@ -141,6 +141,15 @@ describe.each([
     expect(await store.raw.get(redisLockNames('mx:k').lock)).toBe(`${lock.token} ${lock.fence}`);
     await lock.release();
     expect((await calls()) - before).toBe(2);
+    // A shared or counted cycle costs two as well: its release goes straight to its script.
+    const between = await calls();
+    const reader = await app.locks.acquire('mx:r', { mode: 'shared' });
+    await reader.release();
+    const slot = await app.locks.acquire('mx:s', { permits: 2 });
+    await slot.release();
+    expect((await calls()) - between).toBe(4);
+    expect(await app.locks.isLocked('mx:r')).toBe(false);
+    expect(await app.locks.isLocked('mx:s')).toBe(false);
   });
 
   it('readers and slots live in one hash at the lock name (mode, permits, slot, expiry, fence); nothing is left after the last release', async () => {

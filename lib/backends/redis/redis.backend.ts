@@ -75,6 +75,8 @@ const WAITER_TTL_MS = 3 * WAITER_REFRESH_MS;
 const LEAVE_BOUND_MS = 250;
 /** Longest a close() spends taking its waiters out of their queues. */
 const LEAVE_AT_CLOSE_MS = 1_000;
+/** Most tokens {@link RedisLockBackend}'s shared-grant hint keeps (then it starts over). */
+const SHARED_TOKENS_MAX = 10_000;
 /** Keys per SCAN step of the legacy fence sweep. */
 const SWEEP_SCAN_COUNT = 1_000;
 
@@ -176,6 +178,13 @@ export class RedisLockBackend implements LockBackend {
   private readonly unsentLeaves = new Map<string, Waiter>();
   private closed = false;
   private warnedNoSubscribe = false;
+  /**
+   * Tokens of shared and counted grants made here, so their release and extend go straight to
+   * the sharing scripts (`release` and `extend` are not told the mode; without the hint the
+   * mutex script answers WRONGTYPE first, a round trip more). A hint only: bounded (a lease
+   * left to expire is never released), and a token missing from it takes the longer way.
+   */
+  private readonly sharedTokens = new Set<string>();
 
   readonly #client: RedisLikeClient;
   /** The client's connection state: every call goes through it. */
@@ -255,6 +264,7 @@ export class RedisLockBackend implements LockBackend {
     );
     const handedOver = (fence: number, permit: number): LockGrant => {
       waiter.queued = false;
+      if (!waiter.mutex) this.noteShared(waiter.token);
       return { fence, grantedAt: lastMissAt, validityMs: handOverMs, permit };
     };
     const onAbort = (): void => waiter.notify();
@@ -304,10 +314,12 @@ export class RedisLockBackend implements LockBackend {
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
     const lock = redisLockNames(key).lock;
-    try {
-      return Number(await this.script(EXTEND, [lock], [token, ttlMs])) === 1;
-    } catch (err) {
-      if (!isWrongType(err)) throw err;
+    if (!this.sharedTokens.has(token)) {
+      try {
+        return Number(await this.script(EXTEND, [lock], [token, ttlMs])) === 1;
+      } catch (err) {
+        if (!isWrongType(err)) throw err;
+      }
     }
     // The key is a hash: a shared or counted holder's lease (or nothing of ours).
     const [renewed] = (await this.script(SHARED_EXTEND_MANY, [lock], [token, ttlMs])) as unknown[];
@@ -406,15 +418,15 @@ export class RedisLockBackend implements LockBackend {
 
   async release(key: string, token: string): Promise<boolean> {
     const names = redisLockNames(key);
-    return this.fenced(
-      async (count) =>
-        Number(
-          await this.mutexOr(this.run, RELEASE, SHARED_RELEASE, queueScriptKeys(names, count), [
-            token,
-            count ?? 0,
-          ]),
-        ) === 1,
-    );
+    const shared = this.sharedTokens.delete(token);
+    return this.fenced(async (count) => {
+      const keys = queueScriptKeys(names, count);
+      const args = [token, count ?? 0];
+      const released = shared
+        ? await this.script(SHARED_RELEASE, keys, args)
+        : await this.mutexOr(this.run, RELEASE, SHARED_RELEASE, keys, args);
+      return Number(released) === 1;
+    });
   }
 
   async isLocked(key: string): Promise<boolean> {
@@ -625,7 +637,14 @@ export class RedisLockBackend implements LockBackend {
       }
     });
     if (reply[0] === -1) throw permitsRefusal(request.key, reply[1], request.permits ?? 1);
+    if (!mutex && (reply[0] === 1 || reply[0] === 2)) this.noteShared(token);
     return reply;
+  }
+
+  /** Remembers a shared or counted grant's token (see {@link sharedTokens}). */
+  private noteShared(token: string): void {
+    if (this.sharedTokens.size >= SHARED_TOKENS_MAX) this.sharedTokens.clear();
+    this.sharedTokens.add(token);
   }
 
   /** A {@link ScriptRunner} straight on the client (late clean-ups, whatever the connection state). */
