@@ -615,26 +615,26 @@ export class RedisLockBackend implements LockBackend {
           .then(() => this.leave(this.runRaw, keys, member, token, count, mutex))
           .catch(() => undefined);
       };
-      const shared = (mode: string, permits: number): Promise<unknown> =>
-        this.script(
-          SHARED_ACQUIRE,
-          keys,
-          [token, ttlMs, waiterTtlMs, member, mode, permits, count ?? 0],
-          undo,
-        );
-      if (!mutex) return (await shared(modeLetter(request), request.permits ?? 1)) as AttemptReply;
-      try {
-        return (await this.script(
-          ACQUIRE,
-          keys,
-          [token, ttlMs, waiterTtlMs, member, count ?? 0],
-          undo,
-        )) as AttemptReply;
-      } catch (err) {
-        // The key is a hash: shared or counted holders, which the sharing script weighs.
-        if (!isWrongType(err)) throw err;
-        return (await shared('x', 1)) as AttemptReply;
+      if (mutex) {
+        try {
+          return (await this.script(
+            ACQUIRE,
+            keys,
+            [token, ttlMs, waiterTtlMs, member, count ?? 0],
+            undo,
+          )) as AttemptReply;
+        } catch (err) {
+          // The key is a hash: shared or counted holders, which the sharing script weighs.
+          if (!isWrongType(err)) throw err;
+        }
       }
+      const [mode, permits] = mutex ? ['x', 1] : [modeLetter(request), request.permits ?? 1];
+      return (await this.script(
+        SHARED_ACQUIRE,
+        keys,
+        [token, ttlMs, waiterTtlMs, member, mode, permits, count ?? 0],
+        undo,
+      )) as AttemptReply;
     });
     if (reply[0] === -1) throw permitsRefusal(request.key, reply[1], request.permits ?? 1);
     if (!mutex && (reply[0] === 1 || reply[0] === 2)) this.noteShared(token);
