@@ -267,6 +267,58 @@ describe.each([
     await lateLock.release();
   });
 
+  it('4 separate clients: writers alone and readers together on one key, at most 2 slot holders with distinct slots on another', async () => {
+    const clients = await Promise.all(Array.from({ length: 4 }, () => start()));
+    let readers = 0;
+    let writers = 0;
+    let maxReaders = 0;
+    const slots = new Set<number>();
+    const problems: string[] = [];
+    const fences: number[] = [];
+    const rw = async (app: LockTestApp, writer: boolean): Promise<void> =>
+      app.locks.withLock(
+        'mix:rw',
+        async (lock) => {
+          if (writer ? readers + writers > 0 : writers > 0)
+            problems.push(`overlap at ${lock.fence}`);
+          if (writer) writers++;
+          else readers++;
+          maxReaders = Math.max(maxReaders, readers);
+          fences.push(lock.fence!);
+          await sleep(writer ? 3 : 10 + Math.random() * 10);
+          if (writer) writers--;
+          else readers--;
+        },
+        { mode: writer ? 'exclusive' : 'shared', waitTimeout: 30_000 },
+      );
+    const slot = async (app: LockTestApp): Promise<void> =>
+      app.locks.withLock(
+        'mix:sem',
+        async (lock) => {
+          if (slots.has(lock.permit) || slots.size >= 2) problems.push(`slot ${lock.permit} twice`);
+          slots.add(lock.permit);
+          await sleep(5 + Math.random() * 10);
+          slots.delete(lock.permit);
+        },
+        { permits: 2, waitTimeout: 30_000 },
+      );
+    await Promise.all(
+      clients.flatMap(({ app }, c) =>
+        Array.from({ length: 3 }, async (_, loop) => {
+          for (let round = 0; round < 8; round++) {
+            await rw(app, c === 0 && loop === 0 && round % 2 === 0);
+            await slot(app);
+          }
+        }),
+      ),
+    );
+    expect(problems).toEqual([]);
+    expect(maxReaders).toBeGreaterThanOrEqual(2);
+    expect(new Set(fences).size).toBe(fences.length);
+    expect(await clients[0].app.locks.isLocked('mix:rw')).toBe(false);
+    expect(await clients[0].app.locks.isLocked('mix:sem')).toBe(false);
+  }, 60_000);
+
   it('waiters a mutex script hands the key to enter together: readers behind a released writer, slot waiters after a forceRelease', async () => {
     const { app, backend } = await start();
     const writer = await app.locks.acquire('hand:k');
