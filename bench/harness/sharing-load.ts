@@ -16,6 +16,8 @@ export interface SharingLoad {
   contender: SharingContender;
   /** Concurrent workers on the key, spread over processes (one process for memory). */
   workers: number;
+  /** Processes the workers are spread over, at most (memory: always one). */
+  processes: number;
   holdMs: number;
   /** Fraction of requests that are writes (exclusive); 1 for a counted lock. */
   writeShare: number;
@@ -53,8 +55,6 @@ export interface SharingResult {
   maxPerWorker: number;
 }
 
-/** Processes a load is spread over (memory's locks live in one process). */
-const MAX_PROCESSES = 4;
 const READY_TIMEOUT_MS = 60_000;
 
 /**
@@ -63,7 +63,7 @@ const READY_TIMEOUT_MS = 60_000;
  */
 export async function runSharingLoad(load: SharingLoad): Promise<SharingResult> {
   const inProcess = load.contender.kind === 'ours' && load.contender.store === 'memory';
-  const processes = inProcess ? 1 : Math.min(load.workers, MAX_PROCESSES);
+  const processes = inProcess ? 1 : Math.min(load.workers, load.processes);
   const key = `bench-sharing-${randomUUID().slice(0, 8)}`;
   const workers: WorkerProcess<SharingMessage>[] = [];
   try {
@@ -171,16 +171,20 @@ export async function runSharingLoads(
 }
 
 /**
- * How the sharing suites run in a profile: the issue's 16 workers, except in smoke, which only
- * proves the suites run (8 workers still contend); 3 runs each in the full profile.
+ * How the sharing suites run in a profile: the issue's 16 workers over 4 processes, except in
+ * smoke, which only proves the suites run (8 workers over 2 processes still contend, at half the
+ * process start-ups); 3 runs each in the full profile.
  */
 export function sharingSetup(profile: Profile): {
   workers: number;
+  processes: number;
   durationMs: number;
   repeats: number;
 } {
+  const smoke = profile.name === 'smoke';
   return {
-    workers: profile.name === 'smoke' ? 8 : 16,
+    workers: smoke ? 8 : 16,
+    processes: smoke ? 2 : 4,
     durationMs: profile.contendedMs,
     repeats: profile.name === 'full' ? 3 : 1,
   };

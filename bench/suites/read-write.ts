@@ -36,6 +36,7 @@ export async function readWriteSuite(
     contenders.map((contender) => ({
       contender,
       workers: setup.workers,
+      processes: setup.processes,
       holdMs: HOLD_MS,
       writeShare: WRITE_SHARE,
       durationMs: setup.durationMs,
@@ -61,7 +62,7 @@ export async function readWriteSuite(
     title: `Read-heavy load, shared reads vs all exclusive, ${setup.workers} workers`,
     tables: [
       {
-        title: `One key, ${setup.workers} workers, ${100 - WRITE_SHARE * 100}% reads / ${WRITE_SHARE * 100}% writes, hold ${HOLD_MS} ms, no think time`,
+        title: `One key, ${setup.workers} workers (over ${setup.processes} processes; memory: one), ${100 - WRITE_SHARE * 100}% reads / ${WRITE_SHARE * 100}% writes, hold ${HOLD_MS} ms, no think time`,
         columns: [
           'Lock',
           'locked ops/s',

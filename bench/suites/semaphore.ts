@@ -32,6 +32,7 @@ export async function semaphoreSuite(
     contenders.map((contender) => ({
       contender,
       workers: setup.workers,
+      processes: setup.processes,
       holdMs: HOLD_MS,
       writeShare: 1,
       durationMs: setup.durationMs,

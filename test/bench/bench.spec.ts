@@ -226,7 +226,7 @@ function expectSqlContendedFigures(suite: SuiteResult): void {
 
 /**
  * The sharing suites' figures are well formed in smoke: ours ran on Redis (the suites' default
- * store) among others, every run granted sections to every worker, never more holders at once
+ * store) among others, every run granted sections (ours to every worker), never more holders at once
  * than `limit` (the counted lock's permits; shared reads have none), a mutex never two, and no
  * write was granted beside another holder. Not timings.
  */
@@ -236,7 +236,9 @@ function expectSharingFigures(suite: SuiteResult, limit: number): void {
   expect(all.some((r) => r.contender.kind === 'ours' && r.contender.store === 'redis')).toBe(true);
   for (const run of all) {
     const label = JSON.stringify(run.contender);
-    expect([label, run.sections > 0, run.minPerWorker > 0]).toEqual([label, true, true]);
+    // Every worker of ours got the key (its waiters queue FIFO); the peer's may starve one.
+    const served = run.contender.kind === 'ours' ? run.minPerWorker > 0 : true;
+    expect([label, run.sections > 0, served]).toEqual([label, true, true]);
     expect(run.maxHolders).toBeGreaterThan(0);
     expect(run.maxHolders).toBeLessThanOrEqual(limit);
     const { contender } = run;
