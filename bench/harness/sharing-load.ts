@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 import { machineNowMs } from './clock';
 import type { Profile } from './profile';
 import type { SharingContender } from './sharing-contenders';
@@ -156,18 +157,42 @@ export function medianSharingRun(runs: readonly SharingResult[]): SharingResult 
 }
 
 /**
- * Runs each load `repeats` times, taking turns (a slow stretch of the machine hits them alike),
- * and returns every run and the median of each, in the order given.
+ * Runs every contender through the same work on one key of the bench Redis (`setup`'s workers,
+ * processes and window; `work`'s hold and writes), `setup.repeats` times taking turns (a slow
+ * stretch of the machine hits them alike); returns every run and the median of each, in the
+ * order given.
  */
 export async function runSharingLoads(
-  loads: readonly SharingLoad[],
-  repeats: number,
+  contenders: readonly SharingContender[],
+  work: Pick<SharingLoad, 'holdMs' | 'writeShare'>,
+  setup: SharingSetup,
 ): Promise<{ runs: SharingResult[][]; results: SharingResult[] }> {
-  const runs: SharingResult[][] = loads.map(() => []);
-  for (let i = 0; i < repeats; i++) {
-    for (const [j, load] of loads.entries()) runs[j].push(await runSharingLoad(load));
+  const runs: SharingResult[][] = contenders.map(() => []);
+  for (let i = 0; i < setup.repeats; i++) {
+    for (const [j, contender] of contenders.entries()) {
+      runs[j].push(
+        await runSharingLoad({
+          contender,
+          ...work,
+          workers: setup.workers,
+          processes: setup.processes,
+          durationMs: setup.durationMs,
+          redisUrl: MACHINE_REDIS_URL,
+        }),
+      );
+    }
   }
   return { runs, results: runs.map(medianSharingRun) };
+}
+
+/** How many workers a sharing suite runs, over how many processes, how long, how often. */
+export interface SharingSetup {
+  workers: number;
+  processes: number;
+  /** Measured window of one run, ms. */
+  durationMs: number;
+  /** Runs per contender, taken in turns; the median run is reported. */
+  repeats: number;
 }
 
 /**
@@ -175,12 +200,7 @@ export async function runSharingLoads(
  * smoke, which only proves the suites run (8 workers over 2 processes still contend, at half the
  * process start-ups); 3 runs each in the full profile.
  */
-export function sharingSetup(profile: Profile): {
-  workers: number;
-  processes: number;
-  durationMs: number;
-  repeats: number;
-} {
+export function sharingSetup(profile: Profile): SharingSetup {
   const smoke = profile.name === 'smoke';
   return {
     workers: smoke ? 8 : 16,

@@ -1,4 +1,3 @@
-import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 import type { Profile, SuiteOptions } from '../harness/profile';
 import { fmt, target, type SuiteResult } from '../harness/result';
 import type { SharingContender } from '../harness/sharing-contenders';
@@ -33,16 +32,9 @@ export async function readWriteSuite(
     })),
   );
   const { runs, results } = await runSharingLoads(
-    contenders.map((contender) => ({
-      contender,
-      workers: setup.workers,
-      processes: setup.processes,
-      holdMs: HOLD_MS,
-      writeShare: WRITE_SHARE,
-      durationMs: setup.durationMs,
-      redisUrl: MACHINE_REDIS_URL,
-    })),
-    setup.repeats,
+    contenders,
+    { holdMs: HOLD_MS, writeShare: WRITE_SHARE },
+    setup,
   );
   for (const r of results) {
     // A writer beside anyone, or two holders of a mutex, would void every figure.

@@ -1,4 +1,3 @@
-import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 import type { Profile, SuiteOptions } from '../harness/profile';
 import { redisRoundTripMs } from '../harness/redis-client';
 import { fmt, target, type SuiteResult } from '../harness/result';
@@ -29,16 +28,9 @@ export async function semaphoreSuite(
     { kind: 'redis-semaphore', permits: PERMITS },
   ];
   const { runs, results } = await runSharingLoads(
-    contenders.map((contender) => ({
-      contender,
-      workers: setup.workers,
-      processes: setup.processes,
-      holdMs: HOLD_MS,
-      writeShare: 1,
-      durationMs: setup.durationMs,
-      redisUrl: MACHINE_REDIS_URL,
-    })),
-    setup.repeats,
+    contenders,
+    { holdMs: HOLD_MS, writeShare: 1 },
+    setup,
   );
   const [ours, peer] = results;
   // Ours must be safe, or its figures mean nothing; the peer's safety is reported, not assumed.
