@@ -1,17 +1,19 @@
 /**
  * `npm run bench [-- --profile quick|full|smoke] [--only id,id [--merge]] [--out dir]
- * [--no-readme] [--render]`: runs the suites side by side with their peers, prints the tables,
+ * [--no-readme] [--render] [--sharing-store redis|memory]`: runs the suites side by side with their peers, prints the tables,
  * writes `<out>/latest.json` + `latest.md` + `charts/*.svg` (out = bench/results) and
  * regenerates the README's benchmark section. `--only` writes `partial.*` and `partial-charts/`
  * instead and leaves the README alone, unless `--merge`: then the suites measured replace
  * theirs in `latest.json` (same profile only), each marked with its own date, and everything
  * is re-rendered as for a whole run. `--render` re-renders everything from `latest.json`
- * without measuring.
+ * without measuring. `--sharing-store memory` runs our counted and shared locks of the sharing
+ * suites on memory instead of Redis (a build whose Redis backend cannot grant them yet), and
+ * writes `partial.*` only.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { machineLine } from '../servers/machine';
-import { PROFILES, type Profile } from './harness/profile';
+import { PROFILES, type Profile, type SuiteOptions } from './harness/profile';
 import type { BenchRun, SuiteResult } from './harness/result';
 import { redisVersion } from './harness/redis-client';
 import { renderChart } from './report/charts';
@@ -20,13 +22,15 @@ import { renderReadmeBlock, replaceReadmeBlock } from './report/readme';
 import { databasesSuite } from './suites/databases';
 import { decoratorSuite } from './suites/decorator';
 import { redisContendedSuite } from './suites/redis-contended';
+import { readWriteSuite } from './suites/read-write';
 import { redisCycleSuite } from './suites/redis-cycle';
 import { sampleAppSuite } from './suites/sample-app';
 import { scaleSuite } from './suites/scale';
+import { semaphoreSuite } from './suites/semaphore';
 import { sqlContendedSuite } from './suites/sql-contended';
 import { zookeeperSuite } from './suites/zookeeper';
 
-const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
+const SUITES: Record<string, (profile: Profile, options: SuiteOptions) => Promise<SuiteResult>> = {
   'redis-cycle': redisCycleSuite,
   'redis-contended': redisContendedSuite,
   zookeeper: zookeeperSuite,
@@ -35,6 +39,8 @@ const SUITES: Record<string, (profile: Profile) => Promise<SuiteResult>> = {
   decorator: decoratorSuite,
   'sample-app': sampleAppSuite,
   scale: scaleSuite,
+  semaphore: semaphoreSuite,
+  'read-write': readWriteSuite,
 };
 
 interface Args {
@@ -44,6 +50,7 @@ interface Args {
   readme: boolean;
   render: boolean;
   merge: boolean;
+  suiteOptions: SuiteOptions;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -53,6 +60,7 @@ function parseArgs(argv: string[]): Args {
     readme: true,
     render: false,
     merge: false,
+    suiteOptions: { sharingStore: 'redis' },
   };
   for (let i = 0; i < argv.length; i++) {
     const value = (): string => {
@@ -87,11 +95,21 @@ function parseArgs(argv: string[]): Args {
       case '--merge':
         args.merge = true;
         break;
+      case '--sharing-store': {
+        const store = value();
+        if (store !== 'redis' && store !== 'memory')
+          throw new Error(`--sharing-store is redis or memory, not "${store}"`);
+        args.suiteOptions = { sharingStore: store };
+        break;
+      }
       default:
         throw new Error(`unknown argument "${argv[i]}"`);
     }
   }
   if (args.merge && !args.only) throw new Error('--merge needs --only');
+  // A memory stand-in is never what the README reports: such a run writes partial.* only.
+  if (args.merge && args.suiteOptions.sharingStore === 'memory')
+    throw new Error('--merge cannot take a --sharing-store memory run');
   return args;
 }
 
@@ -102,7 +120,7 @@ async function measure(args: Args): Promise<BenchRun> {
   for (const [id, suite] of Object.entries(SUITES)) {
     if (args.only && !args.only.includes(id)) continue;
     console.log(`\n▶ ${id} (${args.profile.name})`);
-    const result = await suite(args.profile);
+    const result = await suite(args.profile, args.suiteOptions);
     suites.push(result);
     for (const table of result.tables) console.log(`\n${table.title}\n${markdownTable(table)}`);
     console.log(`  ${id}: ${result.seconds.toFixed(1)} s`);
@@ -173,7 +191,10 @@ async function main(): Promise<void> {
   const run = await measure(args);
   console.log(`\n${markdownTable(targetsTable(run))}`);
   if (args.merge) await write(merge(readLatest(args), run), args, 'latest');
-  else await write(run, args, args.only ? 'partial' : 'latest');
+  else {
+    const partial = args.only || args.suiteOptions.sharingStore === 'memory';
+    await write(run, args, partial ? 'partial' : 'latest');
+  }
   console.log(`bench: ${run.seconds.toFixed(0)} s`);
 }
 

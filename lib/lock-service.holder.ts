@@ -1,3 +1,4 @@
+import type { LockOptions } from './lock.interfaces';
 import type { LockService } from './lock.service';
 
 /**
@@ -20,8 +21,40 @@ export interface LockBinding {
 /** Instance → the binding of the module of its application. */
 export const lockBindings = new WeakMap<object, LockBinding>();
 
-/** Prototypes that declare `@Locked` methods (filled by the decorator). */
-export const lockedPrototypes = new WeakSet<object>();
+/** One `@Locked` method as declared: where it is (for errors) and its static options. */
+export interface LockedDeclaration {
+  /** `@Locked on Class.method`, as every configuration error names it. */
+  readonly where: string;
+  /** The options every call starts from (validated when the class was defined). */
+  readonly options: LockOptions;
+}
+
+/**
+ * Prototypes that declare `@Locked` methods, with their declarations (filled by the decorator):
+ * the module checks them at bootstrap against the backends it configured.
+ */
+export const lockedPrototypes = new WeakMap<object, LockedDeclaration[]>();
+
+/** Records a `@Locked` method of `prototype`. */
+export function declareLocked(prototype: object, declaration: LockedDeclaration): void {
+  const list = lockedPrototypes.get(prototype);
+  if (list) list.push(declaration);
+  else lockedPrototypes.set(prototype, [declaration]);
+}
+
+/**
+ * The `@Locked` declarations of a class (its `prototype`) and of the classes it extends (empty
+ * when it has none).
+ */
+export function lockedDeclarations(prototype: object): LockedDeclaration[] {
+  const found: LockedDeclaration[] = [];
+  for (let p: unknown = prototype; p && p !== Object.prototype;) {
+    const own = lockedPrototypes.get(p as object);
+    if (own) found.push(...own);
+    p = Object.getPrototypeOf(p);
+  }
+  return found;
+}
 
 /** Whether `instance`'s class, or a class it extends, has a `@Locked` method. */
 export function hasLockedMethods(instance: object): boolean {

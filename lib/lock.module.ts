@@ -10,6 +10,7 @@ import {
 import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, ModuleRef } from '@nestjs/core';
 import { BACKEND_TYPES } from './backends/backend-types';
 import { LockEngine } from './core/engine/lock-engine';
+import { LockConfigError } from './errors/lock.errors';
 import { buildLockRuntime } from './core/settings/module-options';
 import { copyOwnOptions, readOption } from './core/shared/options';
 import { HTTP_OPTION_KEYS, LOCK_HTTP_SETTINGS, readHttpSettings } from './http/http-settings';
@@ -24,6 +25,7 @@ import {
 import { LockService } from './lock.service';
 import {
   hasLockedMethods,
+  lockedDeclarations,
   lockBindings,
   LockServiceHolder,
   type LockBinding,
@@ -81,6 +83,32 @@ export class LockModule
       const instance: unknown = wrapper.instance;
       if (typeof instance === 'object' && instance !== null && hasLockedMethods(instance)) {
         lockBindings.set(instance, this.binding);
+      }
+    }
+    this.checkDeclarations();
+  }
+
+  /**
+   * Refuses to start when a `@Locked` method of this application asks for what its backend
+   * cannot grant (`mode: 'shared'` or `permits` on a mutex-only backend such as Redlock, an
+   * unknown backend): at bootstrap, naming the method, instead of at its first call.
+   */
+  private checkDeclarations(): void {
+    const seen = new Set<unknown>();
+    for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
+      // Every class, request-scoped and transient ones included: their prototypes are known.
+      const type: unknown = wrapper.metatype;
+      if (typeof type !== 'function' || seen.has(type)) continue;
+      seen.add(type);
+      for (const { where, options } of lockedDeclarations(type.prototype as object)) {
+        if (options.mode === undefined && options.permits === undefined) continue;
+        try {
+          this.engine.checkGrantable(options);
+        } catch (err) {
+          if (err instanceof LockConfigError)
+            throw new LockConfigError(err.field, err.detail, where);
+          throw err;
+        }
       }
     }
   }

@@ -1,3 +1,13 @@
+/** What the runner passes every suite beside its profile (`npm run bench -- --sharing-store`). */
+export interface SuiteOptions {
+  /**
+   * Where the sharing suites (semaphore, read-write) run our counted and shared locks: Redis
+   * (the default, what their targets are about), or memory only, in one process: the in-process
+   * reference, runnable on a build whose Redis backend does not grant them yet.
+   */
+  sharingStore: 'redis' | 'memory';
+}
+
 /** How long and how often each suite measures. */
 export interface Profile {
   name: 'quick' | 'full' | 'smoke';

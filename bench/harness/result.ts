@@ -14,13 +14,13 @@ export interface TargetCheck {
   label: string;
   measured: number;
   target: number;
-  /** `>=`: measured must reach the target; `<=`: must stay under it. */
-  comparison: '>=' | '<=';
+  /** `>=`: measured must reach the target; `>`: must pass it; `<=`: must stay under it. */
+  comparison: '>=' | '>' | '<=';
   /**
    * How the numbers read: a ratio (`x`), milliseconds, a percentage (of one CPU core for the
-   * scale suite), store calls per second, or bytes.
+   * scale suite), store calls per second, bytes, or holders of one key at once.
    */
-  unit: 'x' | 'ms' | '%' | 'calls/s' | 'B';
+  unit: 'x' | 'ms' | '%' | 'calls/s' | 'B' | 'holders';
   met: boolean;
 }
 
@@ -90,15 +90,20 @@ export function target(
   id: string,
   label: string,
   measured: number,
-  comparison: '>=' | '<=',
+  comparison: TargetCheck['comparison'],
   goal: number,
   unit: TargetCheck['unit'],
 ): TargetCheck {
-  const met = comparison === '>=' ? measured >= goal : measured <= goal;
+  const met =
+    comparison === '>='
+      ? measured >= goal
+      : comparison === '>'
+        ? measured > goal
+        : measured <= goal;
   return { id, label, measured, target: goal, comparison, unit, met };
 }
 
-/** A target's number with its unit: "0.93×", "36.1 ms", "4.2%", "60 calls/s", "512 B". */
+/** A target's number with its unit: "0.93×", "36.1 ms", "4.2%", "60 calls/s", "512 B", "4 holders". */
 export function withUnit(value: number, unit: TargetCheck['unit']): string {
   // A figure voided by its run (locks lost), or null once read back from JSON.
   if (!Number.isFinite(value)) return 'n/a';

@@ -4,6 +4,7 @@
  * at once, every section timed on the machine-wide monotonic clock.
  */
 import { machineNowMs, sleepMs } from './clock';
+import { sendToRunner } from './worker-process';
 import type { Section } from './contended-worker';
 import { startLocks } from './nest-locks';
 import type { LockModuleOptions } from '../../lib';
@@ -27,13 +28,7 @@ export type WaitersCommand = { type: 'go'; endAt: number };
 
 async function main(): Promise<void> {
   const orders = JSON.parse(process.argv[2]) as WaitersOrders;
-  // Resolves once the message is written (its callback; send's `false` only means it is queued):
-  // disconnecting before that loses a large one (a lone waiter's 10,000 sections).
-  const send = (message: WaitersMessage): Promise<void> =>
-    new Promise((resolve) => {
-      if (!process.send) return resolve();
-      process.send(message, undefined, {}, () => resolve());
-    });
+  const send = (message: WaitersMessage): Promise<void> => sendToRunner(message);
   const app = await startLocks(orders.options);
   try {
     // Connections, subscriptions and JIT warmed on a key of our own before the clock starts.

@@ -72,3 +72,14 @@ export function forkWorker<M extends { type: string }>(
     },
   };
 }
+
+/**
+ * In a forked worker: sends `message` to the runner and resolves once it is written (`send`'s
+ * `false` only means queued): disconnecting before that loses a large message.
+ */
+export function sendToRunner(message: { type: string }): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.send) return resolve();
+    process.send(message, undefined, {}, () => resolve());
+  });
+}

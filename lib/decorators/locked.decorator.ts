@@ -4,7 +4,7 @@ import { compileLockKey, type LockKeySource } from '../core/settings/key-templat
 import { checkSignal, validateLockOptions } from '../core/settings/validation';
 import { copyOwnOptions, describe } from '../core/shared/options';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
-import { lockedPrototypes, lockServiceFor } from '../lock-service.holder';
+import { declareLocked, lockServiceFor } from '../lock-service.holder';
 
 type AnyMethod = (...args: never[]) => unknown;
 
@@ -32,7 +32,8 @@ export function Locked<A extends unknown[] = unknown[]>(
       prepare(key as LockKeySource, options as LockedOptions),
     );
     const method = original as AnyMethod;
-    lockedPrototypes.add(target);
+    // The module checks, at bootstrap, that its backend can grant what these options ask.
+    declareLocked(target, { where, options: acquireOptions });
     // Not an async function: withLock's promise is handed on with one rejection handler, not
     // awaited in a frame of its own (an async wrapper was most of @Locked's cost over withLock).
     const wrapped = function (this: unknown, ...args: unknown[]): Promise<unknown> {

@@ -35,6 +35,22 @@ export interface ReportConfig {
   runsFile: string | null;
 }
 
+/** The price list (pricing.service.ts): what makes a half-written price visible. */
+export interface PricingConfig {
+  /** How long a price read holds its shared lock (rendering a quote), so readers overlap. */
+  readMs: number;
+  /** Pause between a re-price's two writes: the window in which an unlocked reader sees a tear. */
+  repriceStepMs: number;
+}
+
+/** The fake payment provider (payment-provider.ts) and the counted lock in front of it. */
+export interface PaymentsConfig {
+  /** Concurrent requests the provider accepts, and the `permits` of the lock guarding it. */
+  limit: number;
+  /** How long one provider call takes. */
+  latencyMs: number;
+}
+
 /** Where products, segments and the order ledger live. */
 export type StoreKind = (typeof STORES)[number];
 
@@ -91,6 +107,10 @@ export interface AppConfig {
    * lock closes, the same way in every mode, so runs in different modes compare fairly.
    */
   workMs: number;
+  /** The price list's timings. */
+  pricing: PricingConfig;
+  /** The payment provider's limit and latency. */
+  payments: PaymentsConfig;
   /** Prefix of the app's table names, lock table included (isolates test runs on one database). */
   tablePrefix: string;
   /** Exit when stdin closes: set by launchers so an app never outlives them. */
@@ -156,6 +176,15 @@ export function loadConfig(env: Env = process.env): AppConfig {
     mode: oneOf(env, 'DEDUCT_MODE', DEDUCT_MODES, 'lock'),
     segments: integer(env, 'SEGMENTS', 1, 1, 64),
     workMs: integer(env, 'DEDUCT_WORK_MS', 5, 0, 60_000),
+    pricing: {
+      readMs: integer(env, 'PRICE_READ_MS', 10, 0, 60_000),
+      repriceStepMs: integer(env, 'REPRICE_STEP_MS', 20, 0, 60_000),
+    },
+    payments: {
+      // At most the library's MAX_PERMITS; a real provider's limits are far below it anyway.
+      limit: integer(env, 'PAYMENT_PROVIDER_LIMIT', 3, 1, 64),
+      latencyMs: integer(env, 'PAYMENT_LATENCY_MS', 50, 0, 60_000),
+    },
     tablePrefix,
     exitWithParent: env.EXIT_WITH_PARENT === '1',
     report: report(env),

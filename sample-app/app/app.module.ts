@@ -4,6 +4,8 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
 import { LockModule } from '../../lib/index';
 import { APP_CONFIG, type AppConfig } from './app-config';
+import { CheckoutController } from './checkout.controller';
+import { CheckoutService } from './checkout.service';
 import { DatabaseModule } from './database.module';
 import { HealthModule } from './health.controller';
 import { InventoryController } from './inventory.controller';
@@ -13,6 +15,10 @@ import { lockModuleOptions } from './lock-options';
 import { LockedStockService } from './locked-stock.service';
 import { MetricsModule } from './metrics';
 import { OptimisticStockService } from './optimistic-stock.service';
+import { FakePaymentProvider } from './payment-provider';
+import { PriceStore } from './price.store';
+import { PricingController } from './pricing.controller';
+import { PricingService } from './pricing.service';
 import { ReportJobModule } from './report-job';
 import type { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { SegmentedStockService } from './segmented-stock.service';
@@ -42,7 +48,7 @@ export class AppModule {
         HealthModule,
         ...(metrics ? [MetricsModule.forRoot(metrics)] : []),
       ],
-      controllers: [InventoryController],
+      controllers: [InventoryController, PricingController, CheckoutController],
       providers: [
         { provide: APP_CONFIG, useValue: config },
         { provide: APP_FILTER, useClass: LockErrorsFilter },
@@ -51,6 +57,10 @@ export class AppModule {
         SegmentedStockService,
         OptimisticStockService,
         UnlockedStockService,
+        PriceStore,
+        PricingService,
+        FakePaymentProvider,
+        CheckoutService,
       ],
     };
   }

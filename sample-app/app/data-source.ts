@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import type { AppConfig, DatabaseConfig } from './app-config';
 import { OrderEntry } from './order.entity';
+import { Price } from './price.entity';
 import { Product } from './product.entity';
 import { StockSegment } from './stock-segment.entity';
 
@@ -49,7 +50,7 @@ export function connectionOptions(db: DatabaseConfig, poolSize = 10): DataSource
 export async function openStore(config: AppConfig): Promise<DataSource> {
   const dataSource = new DataSource({
     ...connectionOptions(config.store),
-    entities: [Product, StockSegment, OrderEntry],
+    entities: [Product, StockSegment, OrderEntry, Price],
     entityPrefix: config.tablePrefix,
     synchronize: false,
   });

@@ -1,5 +1,7 @@
 import {
   BadRequestException,
+  HttpStatus,
+  ServiceUnavailableException,
   ConflictException,
   NotFoundException,
   UnprocessableEntityException,
@@ -41,11 +43,11 @@ export class SoldOutError extends UnprocessableEntityException {
  * refused what the holder alone could not know was unsafe.
  */
 export class StaleFenceError extends ConflictException {
-  constructor(key: string, fence: number, current: number) {
+  constructor(key: string, fence: number, current: number, what = 'the stock') {
     super({
       statusCode: 409,
       code: 'STALE_FENCE',
-      message: `The lock "${key}" was lost and taken over (our fence ${fence}, the stock was already written with fence ${current}); the write was refused. Retry the order.`,
+      message: `The lock "${key}" was lost and taken over (our fence ${fence}, ${what} was already written with fence ${current}); the write was refused. Retry.`,
     });
   }
 }
@@ -68,6 +70,32 @@ export class SegmentedNeedsLockError extends ConflictException {
       statusCode: 409,
       code: 'SEGMENTED_NEEDS_LOCK',
       message: `SKU "${sku}" has segmented stock, which this instance (DEDUCT_MODE other than lock) does not serve.`,
+    });
+  }
+}
+
+/** 404: no price line for this SKU (`PUT /prices/:sku` sets one). */
+export class NoPriceError extends NotFoundException {
+  constructor(sku: string) {
+    super({
+      statusCode: 404,
+      code: 'NO_PRICE',
+      message: `SKU "${sku}" has no price; set one first.`,
+    });
+  }
+}
+
+/**
+ * 503: the payment provider refused a call beyond its concurrency limit, as real providers
+ * answer 429. Behind the counted lock it never happens; it is how the fake provider reports
+ * a caller that did not respect the limit.
+ */
+export class ProviderOverloadedError extends ServiceUnavailableException {
+  constructor(limit: number, detail: string) {
+    super({
+      statusCode: HttpStatus.SERVICE_UNAVAILABLE,
+      code: 'PROVIDER_OVERLOADED',
+      message: `The payment provider allows ${limit} concurrent requests: ${detail}. Retry later.`,
     });
   }
 }

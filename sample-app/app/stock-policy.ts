@@ -60,12 +60,13 @@ export function receiptOf(order: NewOrder, stockLeft: number): OrderReceipt {
 }
 
 /**
- * The fencing token of a held stock lock. Every backend the app configures issues one; a lock
- * without it would make the database's `fence < ?` guard void, so the write is refused.
+ * The fencing token of a held lock guarding a write (stock, price). Every backend the app
+ * configures issues one; a lock without it would make the database's `fence < ?` guard void,
+ * so the write is refused.
  */
 export function fenceOf(lock: Lock | undefined): number {
   if (lock === undefined || lock.fence === null) {
-    throw new Error('the stock lock has no fencing token; refusing an unguarded write');
+    throw new Error('the lock has no fencing token; refusing an unguarded write');
   }
   return lock.fence;
 }

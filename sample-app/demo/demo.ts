@@ -1,12 +1,16 @@
 /**
- * `npm run demo`: why the lock exists, in about half a minute and with no servers.
+ * `npm run demo`: why the lock exists, in about 40 s and with no servers.
  *
  * For each deduction mode it starts 3 app processes sharing one SQLite file (products and
  * locks), seeds a SKU with 50 units, fires 200 concurrent one-unit orders spread across the
  * processes, and reads the result back. Then it prints the verdict: under the lock nothing is
  * oversold; without it, read-modify-write races across processes oversell; optimistic
  * compare-and-set is safe too; segmented stock sells faster than one lock.
- * Exits 0 only if the locked runs oversold nothing and the unlocked run did oversell.
+ * Then, on fresh processes, shared and counted locks (sharing-phase.ts): price reads under a
+ * shared lock never see a half-done re-price yet overlap each other, and a payment provider
+ * with a limit of N concurrent calls gets exactly N at once under a lock with `permits: N`.
+ * Exits 0 only if the locked runs oversold nothing, the unlocked run did oversell, and the
+ * sharing step measured what it should.
  * Other lock stores: the app's environment variables pass through (e.g. LOCK_BACKEND=redis).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +19,13 @@ import { join } from 'node:path';
 import { killAllAppsNow, startApp, stopAllApps, type AppProcess } from './app-process';
 import { callJson, runLoad, type LoadResult } from './load-client';
 import { ProgressBar } from './progress-bar';
+import {
+  explainSharing,
+  runSharingStep,
+  SHARING_INTRO,
+  sharingTable,
+  type SharingOutcome,
+} from './sharing-phase';
 import { renderTable } from './verdict-table';
 
 const PROCESSES = 3;
@@ -86,20 +97,26 @@ async function main(): Promise<number> {
   console.log(
     `${ORDERS} concurrent orders of 1 unit for a SKU with ${INITIAL_STOCK} in stock, spread over ` +
       `${PROCESSES} app processes (${IN_FLIGHT_PER_PROCESS} in flight each), ${where}; ` +
-      `each order works ${WORK_MS} ms between reading and writing the stock.\n`,
+      `each order works ${WORK_MS} ms between reading and writing the stock.\n${SHARING_INTRO}\n`,
   );
   const outcomes: Outcome[] = [];
   for (const scenario of SCENARIOS) outcomes.push(await run(scenario));
-  console.log(`\n${verdictTable(outcomes)}\n`);
-  return explain(outcomes);
+  const sharing = await runSharingStep(PROCESSES, appEnv({}));
+  console.log(`\n${verdictTable(outcomes)}\n\n${sharingTable(sharing)}\n`);
+  return explain(outcomes, sharing);
 }
 
-async function run(scenario: Scenario): Promise<Outcome> {
-  const env = {
-    ...scenario.env,
+/** Every app's environment: the demo's store file and work time, then the scenario's own. */
+function appEnv(scenarioEnv: Record<string, string>): Record<string, string> {
+  return {
+    ...scenarioEnv,
     DEDUCT_WORK_MS: String(WORK_MS),
     SQLITE_FILE: join(dir, 'inventory.sqlite'),
   };
+}
+
+async function run(scenario: Scenario): Promise<Outcome> {
+  const env = appEnv(scenario.env);
   const apps: AppProcess[] = await Promise.all(
     Array.from({ length: PROCESSES }, (_, i) => startApp(`${scenario.sku}#${i}`, env)),
   );
@@ -176,7 +193,7 @@ function verdictTable(outcomes: readonly Outcome[]): string {
 }
 
 /** Prints what the table means; returns the exit code. */
-function explain(outcomes: readonly Outcome[]): number {
+function explain(outcomes: readonly Outcome[], sharing: SharingOutcome): number {
   const [locked, unlocked, optimistic, segmented] = outcomes;
   const exact = (o: Outcome): boolean =>
     oversold(o) === 0 &&
@@ -199,15 +216,19 @@ function explain(outcomes: readonly Outcome[]): number {
       `${(segmented.load.lastAcceptedMs / 1000).toFixed(2)} s vs ${(locked.load.lastAcceptedMs / 1000).toFixed(2)} s ` +
       `with one lock (${speedup.toFixed(1)}x), ${SEGMENTS} orders in parallel instead of 1.`,
   );
+  const shared = explainSharing(sharing);
+  lines.push(...shared.lines);
   const protectedOk = outcomes.filter((o) => o.scenario.safe).every(exact);
   const unlockedOversold = oversold(unlocked) > 0;
-  const pass = protectedOk && unlockedOversold;
+  const pass = protectedOk && unlockedOversold && shared.pass;
   lines.push(
     '',
     pass
-      ? 'VERDICT: PASS. The lock held across processes (oversold 0) and the same load without it oversold.'
+      ? 'VERDICT: PASS. The lock held across processes (oversold 0) and the same load without it oversold; ' +
+          'shared reads were never torn, and the provider got exactly its limit of calls at once.'
       : `VERDICT: FAIL. ${protectedOk ? '' : 'A protected run oversold or lost an update. '}` +
-          `${unlockedOversold ? '' : 'The unlocked run did not oversell, so this run proved nothing.'}`,
+          `${unlockedOversold ? '' : 'The unlocked run did not oversell, so this run proved nothing. '}` +
+          `${shared.pass ? '' : 'The sharing step failed (see above).'}`,
   );
   console.log(lines.join('\n'));
   return pass ? 0 : 1;

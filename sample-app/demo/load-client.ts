@@ -94,28 +94,50 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   let next = 0;
   let done = 0;
 
-  const worker = async (target: string): Promise<void> => {
-    while (next < options.orders) {
+  await keepInFlight(
+    options.targets,
+    options.concurrencyPerTarget,
+    () => next < options.orders,
+    async (target) => {
       next++;
-      const reply = await callJson('POST', `${target}/inventory/${options.sku}/deduct`, {
+      const reply = await tryCallJson('POST', `${target}/inventory/${options.sku}/deduct`, {
         qty,
-      }).catch((err: unknown): JsonReply => ({
-        status: 0,
-        body: { code: 'NETWORK', message: err instanceof Error ? err.message : String(err) },
-      }));
+      });
       tally(result, reply, target);
       if (reply.status === 201) result.lastAcceptedMs = performance.now() - started;
       done++;
       options.onProgress?.(done, result);
-    }
-  };
-
-  const workers = options.targets.flatMap((target) =>
-    Array.from({ length: options.concurrencyPerTarget }, () => worker(target)),
+    },
   );
-  await Promise.all(workers);
   result.elapsedMs = performance.now() - started;
   return result;
+}
+
+/** `callJson`, with a network failure answered as status 0, code `NETWORK`, instead of thrown. */
+export function tryCallJson(method: string, url: string, body?: unknown): Promise<JsonReply> {
+  return callJson(method, url, body).catch((err: unknown): JsonReply => ({
+    status: 0,
+    body: { code: 'NETWORK', message: err instanceof Error ? err.message : String(err) },
+  }));
+}
+
+/**
+ * Keeps `perTarget` requests in flight on each target for as long as `more()` says so: each
+ * worker runs `step(target)` again as soon as its previous one settles. `step` must claim its
+ * piece of work before its first `await`, so that `more()` sees it at once.
+ */
+export async function keepInFlight(
+  targets: readonly string[],
+  perTarget: number,
+  more: () => boolean,
+  step: (target: string) => Promise<void>,
+): Promise<void> {
+  const worker = async (target: string): Promise<void> => {
+    while (more()) await step(target);
+  };
+  await Promise.all(
+    targets.flatMap((target) => Array.from({ length: perTarget }, () => worker(target))),
+  );
 }
 
 function tally(result: LoadResult, reply: JsonReply, target: string): void {

@@ -14,6 +14,7 @@ import type { HeldResult } from '../../bench/harness/held';
 import type { PgConnectionPeak } from '../../bench/harness/pg-connections';
 import { SQL_CONTENDERS } from '../../bench/harness/sql-contenders';
 import type { BenchRun, SuiteResult } from '../../bench/harness/result';
+import type { SharingResult } from '../../bench/harness/sharing-load';
 import type { WaitersResult, WaitersRun } from '../../bench/harness/waiters';
 import { readmeBlock, renderReadmeBlock } from '../../bench/report/readme';
 
@@ -26,6 +27,8 @@ const SUITES = [
   'decorator',
   'sample-app',
   'scale',
+  'semaphore',
+  'read-write',
 ];
 
 /** The scale suite's targets: measured only where the profile reaches 10k and 100k held locks. */
@@ -82,12 +85,21 @@ describe('npm run bench', () => {
       }
       expectScaleFigures(run.suites.find((s) => s.id === 'scale')!);
       expectSqlContendedFigures(run.suites.find((s) => s.id === 'sql-contended')!);
+      expectSharingFigures(
+        run.suites.find((s) => s.id === 'semaphore')!,
+        4,
+      );
+      expectSharingFigures(
+        run.suites.find((s) => s.id === 'read-write')!,
+        Infinity,
+      );
       // Every target the issues set is checked in every run, with a finite measurement (the
       // scale suite's only where the profile reaches their sizes: not in smoke).
       const targets = run.suites.flatMap((s) => s.targets);
       expect(targets.map((t) => t.id).sort()).toEqual(
         [
           'decorator-overhead',
+          'read-write-shared-vs-exclusive',
           'redis-contended-ideal',
           'redis-contended-max-wait',
           'redis-contended-vs-redlock',
@@ -95,6 +107,8 @@ describe('npm run bench', () => {
           'redis-cycle-floor',
           'redis-cycle-redlock',
           'redis-cycle-semaphore',
+          'semaphore-max-holders',
+          'semaphore-vs-redis-semaphore',
           'zookeeper-contended-vs-recipe',
           'zookeeper-cycle-floor',
         ].sort(),
@@ -207,5 +221,30 @@ function expectSqlContendedFigures(suite: SuiteResult): void {
     expect(r.peak.connections).toBeLessThanOrEqual(4);
     expect(r.peak.inUse).toBeLessThanOrEqual(r.peak.connections);
     expect(r.peak.waitingInDatabase).toBeLessThanOrEqual(r.peak.inUse);
+  }
+}
+
+/**
+ * The sharing suites' figures are well formed in smoke: ours ran on Redis (the suites' default
+ * store) among others, every run granted sections (ours to every worker), never more holders at once
+ * than `limit` (the counted lock's permits; shared reads have none), a mutex never two, and no
+ * write was granted beside another holder. Not timings.
+ */
+function expectSharingFigures(suite: SuiteResult, limit: number): void {
+  const { runs } = suite.data as { runs: SharingResult[][] };
+  const all = runs.flat();
+  expect(all.some((r) => r.contender.kind === 'ours' && r.contender.store === 'redis')).toBe(true);
+  for (const run of all) {
+    const label = JSON.stringify(run.contender);
+    // Every worker of ours got the key (its waiters queue FIFO); the peer's may starve one.
+    const served = run.contender.kind === 'ours' ? run.minPerWorker > 0 : true;
+    expect([label, run.sections > 0, served]).toEqual([label, true, true]);
+    expect(run.maxHolders).toBeGreaterThan(0);
+    expect(run.maxHolders).toBeLessThanOrEqual(limit);
+    const { contender } = run;
+    if (contender.kind === 'ours' && contender.permits === 1) {
+      expect(run.writerOverlaps).toBe(0);
+      if (!contender.sharedReads) expect(run.maxHolders).toBe(1);
+    }
   }
 }

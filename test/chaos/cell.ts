@@ -5,14 +5,21 @@
  * again, stops everything, and judges the merged history. Every process, proxy, namespace and
  * file it made is gone when it returns, whatever happened.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkHistory, readHistory, type HistoryEvent } from '../support/history';
 import { startTcpProxy, type TcpProxy } from '../../servers/tcp-proxy';
 import type { ChaosBackend, ChaosTiming, Endpoint, Route } from './backends';
-import type { ChaosWorkerArgs, ChaosWorkerStats } from './chaos-worker';
+import type { ChaosWorkerArgs } from './chaos-worker';
+import {
+  killAll,
+  startWorker,
+  stopWorkers,
+  victimFirst,
+  waitFor,
+  type Worker,
+} from './chaos-process';
 import type { Fault, FaultContext } from './faults';
 import { startFencedResource, type FencedWrite } from './fenced-resource';
 import { createNetns, type Netns } from './netns';
@@ -53,90 +60,8 @@ export interface CellResult {
   readonly durationMs: number;
 }
 
-interface Worker {
-  readonly name: string;
-  readonly child: ChildProcess;
-  readonly exited: Promise<bigint>;
-  /** Lines the worker printed. */
-  readonly lines: string[];
-  stderr: string;
-  exitCode?: number | null;
-  /** Runner's monotonic time of the exit. */
-  exitedAt?: bigint;
-  stats?: ChaosWorkerStats;
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const hr = () => process.hrtime.bigint();
 const ms = (ns: bigint) => Number(ns / 1_000_000n);
-
-function startWorker(
-  args: ChaosWorkerArgs,
-  prefix: readonly string[],
-  env: NodeJS.ProcessEnv,
-): Worker {
-  const root = process.cwd();
-  const argv = [
-    ...prefix,
-    process.execPath,
-    '-r',
-    join(root, 'scripts/ts-register.cjs'),
-    join(root, 'test/chaos/chaos-worker.ts'),
-    JSON.stringify(args),
-  ];
-  const child = spawn(argv[0], argv.slice(1), {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const worker: Worker = {
-    name: args.worker,
-    child,
-    lines: [],
-    stderr: '',
-    exited: new Promise<bigint>((resolve) =>
-      child.once('exit', (code) => {
-        worker.exitCode = code;
-        worker.exitedAt = hr();
-        resolve(worker.exitedAt);
-      }),
-    ),
-  };
-  let partial = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    partial += d.toString();
-    const lines = partial.split('\n');
-    partial = lines.pop()!;
-    for (const line of lines) {
-      worker.lines.push(line);
-      if (line.startsWith('done ')) worker.stats = JSON.parse(line.slice(5)) as ChaosWorkerStats;
-    }
-  });
-  child.stderr!.on(
-    'data',
-    (d: Buffer) => (worker.stderr = (worker.stderr + d.toString()).slice(-4_000)),
-  );
-  return worker;
-}
-
-async function waitFor(
-  what: string,
-  cond: () => boolean,
-  timeoutMs: number,
-  worker?: Worker,
-): Promise<void> {
-  const until = performance.now() + timeoutMs;
-  while (!cond()) {
-    if (worker && worker.exitCode !== undefined) {
-      throw new Error(
-        `${worker.name} exited (${worker.exitCode}) waiting for ${what}: ${worker.stderr}`,
-      );
-    }
-    if (performance.now() > until)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Accepted writes whose fence was below a fence accepted earlier (re-derived, not trusted). */
 function staleAccepted(writes: readonly FencedWrite[]): number {
@@ -210,7 +135,8 @@ export async function runCell(
     for (let i = 0; i < WORKERS; i++) {
       const victim = i === 0;
       workers.push(
-        startWorker(
+        startWorker<ChaosWorkerArgs>(
+          'test/chaos/chaos-worker.ts',
           {
             ...common,
             worker: `w${i}`,
@@ -239,15 +165,7 @@ export async function runCell(
       key: KEY,
     };
     await fault.prepare?.(ctx);
-    writeFileSync(join(dir, 'go-victim'), '');
-    await waitFor(
-      'the victim to hold the lock',
-      () => victim.lines.some((l) => l.startsWith('holding')),
-      20_000,
-      victim,
-    );
-    writeFileSync(join(dir, 'go-others'), '');
-    await sleep(150); // the others are waiting for the lock when the fault strikes
+    await victimFirst(victim, join(dir, 'go-victim'), join(dir, 'go-others'));
     const faultAt = await fault.inject(ctx);
 
     // Wait for the next grant after the fault, then let the workers go on a little.
@@ -258,11 +176,7 @@ export async function runCell(
     const until = performance.now() + boundMs + 2_000;
     while (!grantAfter(readHistory(files)) && performance.now() < until) await sleep(50);
     await sleep(500);
-    writeFileSync(stopFile, '');
-    const exitBy = performance.now() + 20_000;
-    for (const w of workers) {
-      while (w.exitCode === undefined && performance.now() < exitBy) await sleep(20);
-    }
+    await stopWorkers(workers, stopFile);
 
     const events = readHistory(files);
     const victimKilled = fault.id === 'holder-kill';
@@ -354,13 +268,7 @@ export async function runCell(
       ...result,
     };
   } finally {
-    for (const w of workers) {
-      if (w.exitCode === undefined) {
-        w.child.kill('SIGCONT');
-        w.child.kill('SIGKILL');
-      }
-    }
-    await Promise.all(workers.map((w) => w.exited));
+    await killAll(workers);
     await Promise.all(proxies.map((p) => p.close()));
     netns?.destroy();
     await resource.close();

@@ -11,7 +11,10 @@ import {
   type ChaosTiming,
 } from './backends';
 import { runCell, type CellResult } from './cell';
+import { declaredCapabilities } from './backend-capabilities';
 import { FAULTS, runsOn, type Fault } from './faults';
+import { runSharingCell, sharingRunsOn } from './sharing-cell';
+import { SHARING_SCENARIOS, type SharingScenario } from './sharing-scenarios';
 import { machineLine } from '../../servers/machine';
 
 /** A named set of backends and timing. */
@@ -115,6 +118,9 @@ export async function runMatrix(
   const skipped: SkippedCell[] = [];
   const columns: { id: string; label: string }[] = [];
   const faults = FAULTS.filter((f) => !opts.only?.fault || f.id.includes(opts.only.fault));
+  const scenarios = SHARING_SCENARIOS.filter(
+    (s) => !opts.only?.fault || s.id.includes(opts.only.fault),
+  );
   for (const make of profile.backends) {
     const backend = make();
     if (opts.only?.backend && !backend.id.includes(opts.only.backend)) continue;
@@ -125,14 +131,35 @@ export async function runMatrix(
       if (applies === true) todo.push(fault);
       else skipped.push({ backend: backend.id, fault: fault.id, reason: applies });
     }
-    if (todo.length === 0) continue;
+    const sharing: SharingScenario[] = [];
+    for (const scenario of scenarios) {
+      const applies = sharingRunsOn(scenario, backend);
+      if (applies === true) sharing.push(scenario);
+      else skipped.push({ backend: backend.id, fault: scenario.id, reason: applies });
+    }
+    if (todo.length === 0 && sharing.length === 0) continue;
     await backend.start();
+    const record = (cell: CellResult): void => {
+      cells.push(cell);
+      opts.onCell?.(cell);
+    };
     try {
       for (const fault of todo) {
         for (let i = 0; i < profile.repeat; i++) {
-          const cell = await runCell(backend, fault, profile.timing);
-          cells.push(cell);
-          opts.onCell?.(cell);
+          record(await runCell(backend, fault, profile.timing));
+        }
+      }
+      // The sharing rows a backend gets are the capabilities it declares, read from it.
+      const capabilities =
+        sharing.length > 0 ? await declaredCapabilities(backend, profile.timing) : undefined;
+      for (const scenario of sharing) {
+        const applies = sharingRunsOn(scenario, backend, capabilities);
+        if (applies !== true) {
+          skipped.push({ backend: backend.id, fault: scenario.id, reason: applies });
+          continue;
+        }
+        for (let i = 0; i < profile.repeat; i++) {
+          record(await runSharingCell(backend, scenario, profile.timing));
         }
       }
     } finally {
@@ -143,7 +170,7 @@ export async function runMatrix(
     profile: profile.name,
     timing: profile.timing,
     backends: columns,
-    faults: faults.map((f) => ({ id: f.id, label: f.label })),
+    faults: [...faults, ...scenarios].map((f) => ({ id: f.id, label: f.label })),
     cells,
     skipped,
     date: new Date().toISOString(),

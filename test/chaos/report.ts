@@ -70,6 +70,11 @@ read-sleep-write; the fault strikes while the victim holds the lock and the othe
 \`✓ t\`: no two holds overlapped while their holders' \`isHeld()\` was true, fences only went up,
 no witness update was lost, no stale fenced write was accepted, and another worker was granted
 the lock \`t\` after the fault began (the slowest of the runs), within the documented bound.
+Sharing rows (counted and shared locks): the victim holds a slot or a read hold while the others
+hold beside it or wait; \`✓ t\`: the key admitted no more than it may at any instant (never
+more holders than permits, no slot twice, no writer beside anyone), fences stayed unique and
+rising, and the key was given back (all slots in use again; the writer granted) \`t\` after the
+fault. \`n/a\` there: the backend does not declare \`capabilities.permits\` / \`.shared\`.
 \`✗ unsafe, caught\`: a configuration known to be unsafe, where the checker must find the
 violation — and does. \`n/a\`: the fault does not apply (SQLite has no server or network; the
 "no persistence" column differs from "AOF" only in the restart).

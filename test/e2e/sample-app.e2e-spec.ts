@@ -15,43 +15,16 @@ import {
   type JsonReply,
   type LoadResult,
 } from '../../sample-app/demo/load-client';
-import { dropTable, TEST_DATABASE, tempSqliteFile, uniqueTableName } from '../../servers/databases';
+import { dropTable, TEST_DATABASE, uniqueTableName } from '../../servers/databases';
 import { startZkStandalone, type ZkNode } from '../../servers/zk-servers';
+import { freshSku, sqliteEnv, withApps } from '../support/sample-apps';
 
 const STOCK = 15;
 const ORDERS = 40;
 const IN_FLIGHT_PER_APP = 5;
-const APP_TABLES = ['product', 'stock_segment', 'order_ledger', 'distributed_lock'];
+const APP_TABLES = ['product', 'stock_segment', 'order_ledger', 'price', 'distributed_lock'];
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-let skuCounter = 0;
-/** A SKU no earlier run used (lock fences of external stores outlive a test run). */
-const freshSku = (): string => `sku-${Date.now().toString(36)}-${++skuCounter}`;
-
-/** Starts `envs.length` apps, runs `work`, always stops them. */
-async function withApps<T>(
-  envs: ReadonlyArray<Record<string, string>>,
-  work: (apps: AppProcess[]) => Promise<T>,
-): Promise<T> {
-  const started = await Promise.allSettled(
-    envs.map((env, i) => startApp(`app${i}`, { ...CLEAN_APP_ENV, ...env })),
-  );
-  try {
-    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
-    return await work(started.map((s) => (s as PromiseFulfilledResult<AppProcess>).value));
-  } finally {
-    await Promise.all(
-      started.map((s) => (s.status === 'fulfilled' ? s.value.stop() : Promise.resolve())),
-    );
-  }
-}
-
-/** A temp SQLite file for one test; removed by `cleanup`. */
-function sqliteEnv(): { env: Record<string, string>; cleanup(): void } {
-  const temp = tempSqliteFile();
-  return { env: { SQLITE_FILE: temp.file }, cleanup: temp.cleanup };
-}
 
 /** Seeds a SKU with `stock` on the first app, fires `orders` orders across all apps. */
 async function sell(

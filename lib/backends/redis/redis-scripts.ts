@@ -74,7 +74,7 @@ end
  * and publishes "<token> <fence>" on the waiter's channel. The waiter holds the lock before it
  * even hears of it, so a hand-off costs one message instead of a wake-up plus a round trip.
  */
-const QUEUE_PRELUDE = `
+export const QUEUE_PRELUDE = `
 if redis.replicate_commands then redis.replicate_commands() end
 ${HOLDER_LUA}
 ${FENCE_LUA}

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
+import { permitsDisagreement } from '../../core/shared/permits-disagreement';
 import { backoffDelay, withTimeout } from '../../core/shared/timers';
 import type {
   GrantRequest,
@@ -47,6 +48,14 @@ import {
   RELEASE,
   type RedisScript,
 } from './redis-scripts';
+import {
+  SHARED_ACQUIRE,
+  SHARED_EXTEND_MANY,
+  SHARED_INSPECT,
+  SHARED_LEAVE,
+  SHARED_RELEASE,
+} from './redis-sharing-scripts';
+import { inspectInfo, isMutex, isWrongType, modeLetter, taggedToken } from './redis-sharing';
 
 /** A queued waiter asks again at least this often (a quarter of a shorter ttl), which also keeps its place. */
 const WAITER_REFRESH_MS = 1_000;
@@ -60,20 +69,38 @@ const WAITER_TTL_MS = 3 * WAITER_REFRESH_MS;
 const LEAVE_BOUND_MS = 250;
 /** Longest a close() spends taking its waiters out of their queues. */
 const LEAVE_AT_CLOSE_MS = 1_000;
+/** Most tokens {@link RedisLockBackend}'s shared-grant hint keeps (then it starts over). */
+const SHARED_TOKENS_MAX = 10_000;
 /** Keys per SCAN step of the legacy fence sweep. */
 const SWEEP_SCAN_COUNT = 1_000;
+
+/** Runs a script with its KEYS and ARGV (through the connection, or straight on the client). */
+type ScriptRunner = (
+  script: RedisScript,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+) => Promise<unknown>;
+
+/** A script's answer to an acquisition attempt: `[code, fence or ms, slot?]` (see the scripts). */
+type AttemptReply = [number, number, number?];
 
 /** One queued acquisition's wake-up: set by a message naming it, or by abort/close. */
 class Waiter {
   constructor(
     readonly names: RedisLockNames,
-    /** This waiter's queue entry: "<channel> <hand-over lease ms> <token>". */
+    /** This waiter's queue entry: "<channel> <hand-over lease ms> <tagged token>". */
     readonly member: string,
+    /** The owner token (untagged). */
+    readonly token: string,
+    /** A plain mutex request (the mutex scripts first), else shared or counted. */
+    readonly mutex: boolean,
   ) {}
 
   notified = false;
   /** Fence of a lock a release handed to this waiter (set by the message telling it). */
   handedOver?: number;
+  /** Slot of that hand-over (counted locks; 0 otherwise). */
+  handedPermit = 0;
   /** Still in the key's queue (cleared once granted or gone). */
   queued = true;
   private wake?: () => void;
@@ -98,7 +125,7 @@ class Waiter {
 }
 
 /**
- * `type: 'redis'`: one Redis node or a Redis Cluster. Acquire is `SET NX PX` plus `INCR` of the
+ * `type: 'redis'`: one Redis node or a Redis Cluster. A mutex's acquire is `SET NX PX` plus `INCR` of the
  * key's fence bucket counter in one script, the fence kept in the lock value
  * (`<token> <fence>`); extend and release compare the owner token part. Fence counters are
  * shared by buckets (see `fence-buckets.ts`): `fenceBuckets` of them on one node, one per hash
@@ -109,15 +136,19 @@ class Waiter {
  * retried when the holder's remaining PTTL says so. Every call goes through a
  * {@link RedisConnection}: while the client is known to be disconnected it fails at once with the
  * reason, and waiters are woken to fail with it.
+ *
+ * Shared and counted locks keep their holders in a hash at the lock's name, one field per holder
+ * with its mode, slot, expiry and fence, and queue in the same FIFO (see
+ * `redis-sharing-scripts.ts`). The mutex keeps its string and its scripts as they were: a mutex
+ * call that meets a hash fails with WRONGTYPE and is run again with the sharing script.
  */
 export class RedisLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
     leaseBased: true,
     fencing: true,
     waiting: 'queue',
-    // Shared and counted locks are not built on Redis yet (issue 19): refused by the engine.
-    shared: false,
-    permits: false,
+    shared: true,
+    permits: true,
   };
 
   /**
@@ -141,6 +172,13 @@ export class RedisLockBackend implements LockBackend {
   private readonly unsentLeaves = new Map<string, Waiter>();
   private closed = false;
   private warnedNoSubscribe = false;
+  /**
+   * Tokens of shared and counted grants made here, so their release and extend go straight to
+   * the sharing scripts (`release` and `extend` are not told the mode; without the hint the
+   * mutex script answers WRONGTYPE first, a round trip more). A hint only: bounded (a lease
+   * left to expire is never released), and a token missing from it takes the longer way.
+   */
+  private readonly sharedTokens = new Set<string>();
 
   readonly #client: RedisLikeClient;
   /** The client's connection state: every call goes through it. */
@@ -184,9 +222,12 @@ export class RedisLockBackend implements LockBackend {
     return this.#connection.ready(() => this.#client.ping(), timeoutMs);
   }
 
-  async tryAcquire({ key, token, ttlMs }: GrantRequest): Promise<LockGrant | null> {
-    const reply = await this.attempt(redisLockNames(key), token, ttlMs, 0);
-    return reply[0] === 1 ? { fence: Number(reply[1]) } : null;
+  async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
+    const reply = await this.attempt(redisLockNames(request.key), request, 0);
+    if (reply[0] !== 1) return null;
+    return reply[2] === undefined
+      ? { fence: Number(reply[1]) }
+      : { fence: Number(reply[1]), permit: Number(reply[2]) };
   }
 
   /**
@@ -195,7 +236,8 @@ export class RedisLockBackend implements LockBackend {
    * keeps its place: a crashed waiter loses it after {@link WAITER_TTL_MS}). One that gives up
    * leaves the queue at once.
    */
-  async acquire({ key, token, ttlMs, waitMs, signal }: QueuedRequest): Promise<LockGrant | null> {
+  async acquire(request: QueuedRequest): Promise<LockGrant | null> {
+    const { key, ttlMs, waitMs, signal } = request;
     if (signal.aborted || this.closed) return null;
     const names = redisLockNames(key);
     const deadline = monotonicNow() + waitMs;
@@ -206,79 +248,131 @@ export class RedisLockBackend implements LockBackend {
     const handOverMs = Math.min(ttlMs, WAITER_TTL_MS);
     // Often enough that lastMissAt is never stale by more than a quarter of the lease.
     const refreshMs = Math.max(5, Math.min(WAITER_REFRESH_MS, handOverMs / 4));
-    const waiter = new Waiter(names, `${this.channel} ${handOverMs} ${token}`);
-    const handedOver = (fence: number): LockGrant => {
+    // Messages name the tagged token (what a shared or counted waiter asks rides with it).
+    const tagged = taggedToken(request);
+    const waiter = new Waiter(
+      names,
+      `${this.channel} ${handOverMs} ${tagged}`,
+      request.token,
+      isMutex(request),
+    );
+    const handedOver = (fence: number, permit: number): LockGrant => {
       waiter.queued = false;
-      return { fence, grantedAt: lastMissAt, validityMs: handOverMs };
+      if (!waiter.mutex) this.noteShared(waiter.token);
+      return { fence, grantedAt: lastMissAt, validityMs: handOverMs, permit };
     };
     const onAbort = (): void => waiter.notify();
     signal.addEventListener('abort', onAbort, { once: true });
     // The store went away: wake up and fail with the reason now, not at the next refresh.
     const offDown = this.#connection.onDown(() => waiter.notify());
-    this.waiters.set(token, waiter);
+    this.waiters.set(tagged, waiter);
     try {
       // Subscribed before queueing: a hand-over message in between must not be missed.
       const listening = await this.subscribe(waitMs);
       for (let attempt = 0; ; attempt++) {
         waiter.notified = false;
         const sentAt = monotonicNow();
-        const reply = await this.attempt(names, token, ttlMs, WAITER_TTL_MS, waiter.member);
+        const reply = await this.attempt(names, request, WAITER_TTL_MS, waiter.member);
         if (reply[0] === 1) {
           waiter.queued = false;
-          return { fence: Number(reply[1]), grantedAt: sentAt };
+          return { fence: Number(reply[1]), grantedAt: sentAt, permit: Number(reply[2] ?? 0) };
         }
-        if (reply[0] === 2) return handedOver(Number(reply[1]));
+        if (reply[0] === 2) return handedOver(Number(reply[1]), Number(reply[2] ?? 0));
         lastMissAt = sentAt;
-        if (waiter.handedOver !== undefined) return handedOver(waiter.handedOver);
+        if (waiter.handedOver !== undefined) {
+          return handedOver(waiter.handedOver, waiter.handedPermit);
+        }
         const remaining = deadline - monotonicNow();
         if (remaining <= 0 || signal.aborted || this.closed) return null;
         // Without the channel (SUBSCRIBE refused), nobody tells us of a hand-over: ask often.
         const nextAsk = listening ? refreshMs : Math.min(refreshMs, backoffDelay(attempt));
         await waiter.wait(Math.min(remaining, nextAsk, untilLeaseEnds(Number(reply[1]), nextAsk)));
-        if (waiter.handedOver !== undefined) return handedOver(waiter.handedOver);
+        if (waiter.handedOver !== undefined) {
+          return handedOver(waiter.handedOver, waiter.handedPermit);
+        }
         // Aborted or closing: stop here, without one more attempt that could still take the lock.
         if (signal.aborted || this.closed) return null;
       }
     } finally {
       signal.removeEventListener('abort', onAbort);
       offDown();
-      this.waiters.delete(token);
+      this.waiters.delete(tagged);
       // Leave the queue before returning rather than hold up a free lock for WAITER_TTL_MS:
       // once the call settles its place is gone (a store that does not answer gets a short
       // bound; the leave then lands when it does). At close, the close does it.
       if (!this.closed) {
-        await withTimeout(this.leaveQueue(token, waiter), LEAVE_BOUND_MS).catch(() => undefined);
+        await withTimeout(this.leaveQueue(waiter), LEAVE_BOUND_MS).catch(() => undefined);
       }
     }
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
-    return Number(await this.script(EXTEND, [redisLockNames(key).lock], [token, ttlMs])) === 1;
+    const lock = redisLockNames(key).lock;
+    if (!this.sharedTokens.has(token)) {
+      try {
+        return Number(await this.script(EXTEND, [lock], [token, ttlMs])) === 1;
+      } catch (err) {
+        if (!isWrongType(err)) throw err;
+      }
+    }
+    // The key is a hash: a shared or counted holder's lease (or nothing of ours).
+    const [renewed] = (await this.script(SHARED_EXTEND_MANY, [lock], [token, ttlMs])) as unknown[];
+    const error = keyError(renewed);
+    if (error) throw error;
+    return Number(renewed) === 1;
   }
 
   /**
    * Renews a batch of leases, each only if its own token holds it: one script call per
    * {@link EXTEND_BATCH} leases (on a Cluster, per slot: a script's keys share one), all calls
    * to one node in one pipeline, the nodes in parallel. A node that fails fails its leases
-   * only (an `Error` each); rejects when every lease failed.
+   * only (an `Error` each); rejects when every lease failed. Mutex leases go to the mutex script,
+   * shared and counted ones to theirs (the hash layout).
    */
   async extendMany(requests: readonly GrantRequest[]): Promise<readonly (boolean | Error)[]> {
     if (requests.length === 0) return [];
+    const locks = requests.map(({ key }) => lockNameOf(key));
+    const results = new Array<boolean | Error>(requests.length);
+    const mutexes: number[] = [];
+    const others: number[] = [];
+    for (let i = 0; i < requests.length; i++) (isMutex(requests[i]) ? mutexes : others).push(i);
+    await Promise.all([
+      this.renewBatch(EXTEND_MANY, requests, locks, mutexes, results),
+      this.renewBatch(SHARED_EXTEND_MANY, requests, locks, others, results),
+    ]);
+    // A mutex lease whose key is a hash now (WRONGTYPE: it was lost, and shared or counted
+    // holders took the key): the sharing script gives the answer, "not ours".
+    const moved = mutexes.filter((i) => isWrongType(results[i]));
+    if (moved.length > 0) {
+      await this.renewBatch(SHARED_EXTEND_MANY, requests, locks, moved, results);
+    }
+    if (results.every((r) => r instanceof Error)) throw results[0];
+    return results;
+  }
+
+  /** {@link extendMany}'s leases `indices` with `script`: their results into `results`. */
+  private async renewBatch(
+    script: RedisScript,
+    requests: readonly GrantRequest[],
+    locks: readonly string[],
+    indices: readonly number[],
+    results: (boolean | Error)[],
+  ): Promise<void> {
+    if (indices.length === 0) return;
     const cluster = this.#buckets === undefined;
     const bySlot = new Map<number, number[]>();
-    const locks = requests.map(({ key }) => lockNameOf(key));
-    locks.forEach((lock, i) => {
-      const slot = cluster ? slotOfLockName(lock) : 0;
-      const indices = bySlot.get(slot);
-      if (indices) indices.push(i);
+    for (const i of indices) {
+      const slot = cluster ? slotOfLockName(locks[i]) : 0;
+      const inSlot = bySlot.get(slot);
+      if (inSlot) inSlot.push(i);
       else bySlot.set(slot, [i]);
-    });
+    }
     // Each pipeline goes to one node: by the slot table's node list (what ioredis checks).
     const byNode = new Map<string, Array<{ call: ScriptCall; indices: number[] }>>();
-    for (const [slot, indices] of bySlot) {
+    for (const [slot, inSlot] of bySlot) {
       const node = cluster ? (this.#client.slots?.[slot]?.join(',') ?? `slot ${slot}`) : '';
-      for (let at = 0; at < indices.length; at += EXTEND_BATCH) {
-        const part = indices.slice(at, at + EXTEND_BATCH);
+      for (let at = 0; at < inSlot.length; at += EXTEND_BATCH) {
+        const part = inSlot.slice(at, at + EXTEND_BATCH);
         const call: ScriptCall = {
           keys: part.map((i) => locks[i]),
           args: batchArgs(requests, part),
@@ -288,20 +382,19 @@ export class RedisLockBackend implements LockBackend {
         else byNode.set(node, [{ call, indices: part }]);
       }
     }
-    const results = new Array<boolean | Error>(requests.length);
     await Promise.all(
       [...byNode.values()].map(async (calls) => {
         try {
           const replies = await this.#connection.run(() =>
             runScriptBatch(
               this.#client,
-              EXTEND_MANY,
+              script,
               calls.map((c) => c.call),
             ),
           );
-          calls.forEach(({ indices }, j) => {
+          calls.forEach(({ indices: part }, j) => {
             const reply = replies[j];
-            indices.forEach((i, k) => {
+            part.forEach((i, k) => {
               if (reply instanceof Error) results[i] = reply;
               else {
                 const answer = (reply as unknown[])[k];
@@ -311,46 +404,48 @@ export class RedisLockBackend implements LockBackend {
           });
         } catch (err) {
           const error = err instanceof Error ? err : new Error(String(err));
-          for (const { indices } of calls) for (const i of indices) results[i] = error;
+          for (const { indices: part } of calls) for (const i of part) results[i] = error;
         }
       }),
     );
-    if (results.every((r) => r instanceof Error)) throw results[0];
-    return results;
   }
 
   async release(key: string, token: string): Promise<boolean> {
     const names = redisLockNames(key);
-    return this.fenced(
-      async (count) =>
-        Number(await this.script(RELEASE, queueScriptKeys(names, count), [token, count ?? 0])) ===
-        1,
-    );
+    const shared = this.sharedTokens.delete(token);
+    return this.fenced(async (count) => {
+      const keys = queueScriptKeys(names, count);
+      const args = [token, count ?? 0];
+      const released = shared
+        ? await this.script(SHARED_RELEASE, keys, args)
+        : await this.mutexOr(this.run, RELEASE, SHARED_RELEASE, keys, args);
+      return Number(released) === 1;
+    });
   }
 
   async isLocked(key: string): Promise<boolean> {
     return (await this.#connection.run(() => this.#client.exists(redisLockNames(key).lock))) === 1;
   }
 
-  /** Held or not, the holder's fence (else the last one handed out), PTTL, live waiters. */
+  /**
+   * Held or not, the holder's fence (else the last one handed out), lease left, live waiters;
+   * for shared and counted holders also how many, their mode, permits and slots.
+   */
   async inspect(key: string): Promise<StoreLockInfo> {
     const names = redisLockNames(key);
     const reply = await this.fenced(
       async (count) =>
-        (await this.script(INSPECT, queueScriptKeys(names, count), [count ?? 0])) as unknown[],
+        (await this.mutexOr(this.run, INSPECT, SHARED_INSPECT, queueScriptKeys(names, count), [
+          count ?? 0,
+        ])) as unknown[],
     );
-    const [held, fence, pttl, waiting] = reply.map(Number);
-    return {
-      held: held === 1,
-      fence,
-      // PTTL -1: a key without expiry (not one of ours); report no expiry rather than -1.
-      remainingMs: held === 1 && pttl >= 0 ? pttl : undefined,
-      waiting,
-      holders: held === 1 ? 1 : 0,
-    };
+    return inspectInfo(reply);
   }
 
-  /** Frees the key whoever holds it and hands it to the first in line, as a release would. */
+  /**
+   * Frees the key whoever holds it and hands it to the first in line, as a release would. The
+   * mutex script serves both layouts: it deletes the key (every shared or counted holder with it).
+   */
   async forceRelease(key: string): Promise<boolean> {
     const names = redisLockNames(key);
     return this.fenced(
@@ -406,7 +501,7 @@ export class RedisLockBackend implements LockBackend {
     this.waiters.clear();
     for (const [, waiter] of waiters) waiter.notify();
     await withTimeout(
-      Promise.allSettled(waiters.map(([token, waiter]) => this.leaveQueue(token, waiter))),
+      Promise.allSettled(waiters.map(([, waiter]) => this.leaveQueue(waiter))),
       LEAVE_AT_CLOSE_MS,
     ).catch(() => undefined);
     this.unsentLeaves.clear();
@@ -419,28 +514,70 @@ export class RedisLockBackend implements LockBackend {
   }
 
   /** Takes a waiter out of its key's queue (once; again after an outage, if it failed then). */
-  private async leaveQueue(token: string, waiter: Waiter): Promise<void> {
+  private async leaveQueue(waiter: Waiter): Promise<void> {
     if (!waiter.queued) return;
     waiter.queued = false;
     try {
-      const { names, member } = waiter;
+      const { names, member, token, mutex } = waiter;
       await this.fenced((count) =>
-        this.script(LEAVE_QUEUE, queueScriptKeys(names, count), [member, token, count ?? 0]),
+        this.leave(this.run, queueScriptKeys(names, count), member, token, count, mutex),
       );
     } catch (err) {
-      if (this.#connection.isDown() && !this.closed) this.unsentLeaves.set(token, waiter);
+      if (this.#connection.isDown() && !this.closed) this.unsentLeaves.set(waiter.token, waiter);
       throw err;
     }
   }
 
+  /**
+   * Takes `member` out of the key's queue and drops what `token` holds of it (a hand-over that
+   * came too late), passing the key on: the mutex's script for a mutex (the sharing one if the
+   * key is a hash), the sharing one otherwise.
+   */
+  private leave(
+    run: ScriptRunner,
+    keys: readonly string[],
+    member: string,
+    token: string,
+    count: number | null,
+    mutex: boolean,
+  ): Promise<unknown> {
+    const args = [member, token, count ?? 0];
+    return mutex
+      ? this.mutexOr(run, LEAVE_QUEUE, SHARED_LEAVE, keys, args)
+      : run(SHARED_LEAVE, keys, args);
+  }
+
   private sendUnsentLeaves(): void {
-    const leaves = [...this.unsentLeaves];
+    const leaves = [...this.unsentLeaves.values()];
     this.unsentLeaves.clear();
-    for (const [token, waiter] of leaves) {
+    for (const waiter of leaves) {
       waiter.queued = true;
-      this.leaveQueue(token, waiter).catch(() => undefined);
+      this.leaveQueue(waiter).catch(() => undefined);
     }
   }
+
+  /**
+   * Runs a mutex script and, if the key turned out a hash of shared or counted holders
+   * (WRONGTYPE), the sharing script with the same KEYS and ARGV. The mutex's own calls pay
+   * nothing for it.
+   */
+  private async mutexOr(
+    run: ScriptRunner,
+    mutexScript: RedisScript,
+    sharedScript: RedisScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    try {
+      return await run(mutexScript, keys, args);
+    } catch (err) {
+      if (!isWrongType(err)) throw err;
+    }
+    return run(sharedScript, keys, args);
+  }
+
+  /** {@link script} as a {@link ScriptRunner}. */
+  private readonly run: ScriptRunner = (script, keys, args) => this.script(script, keys, args);
 
   /** Runs a script through the connection (at once failing while the client is down). */
   private script(
@@ -459,26 +596,54 @@ export class RedisLockBackend implements LockBackend {
    */
   private async attempt(
     names: RedisLockNames,
-    token: string,
-    ttlMs: number,
+    request: GrantRequest,
     waiterTtlMs: number,
     member = '',
-  ): Promise<[number, number]> {
-    return this.fenced(async (count) => {
+  ): Promise<AttemptReply> {
+    const { token, ttlMs } = request;
+    const mutex = isMutex(request);
+    const reply = await this.fenced(async (count) => {
       const keys = queueScriptKeys(names, count);
       const undo = (late: Promise<unknown>): void => {
         late
-          .then(() => runScript(this.#client, LEAVE_QUEUE, keys, [member, token, count ?? 0]))
+          .then(() => this.leave(this.runRaw, keys, member, token, count, mutex))
           .catch(() => undefined);
       };
+      if (mutex) {
+        try {
+          return (await this.script(
+            ACQUIRE,
+            keys,
+            [token, ttlMs, waiterTtlMs, member, count ?? 0],
+            undo,
+          )) as AttemptReply;
+        } catch (err) {
+          // The key is a hash: shared or counted holders, which the sharing script weighs.
+          if (!isWrongType(err)) throw err;
+        }
+      }
+      const [mode, permits] = mutex ? ['x', 1] : [modeLetter(request), request.permits ?? 1];
       return (await this.script(
-        ACQUIRE,
+        SHARED_ACQUIRE,
         keys,
-        [token, ttlMs, waiterTtlMs, member, count ?? 0],
+        [token, ttlMs, waiterTtlMs, member, mode, permits, count ?? 0],
         undo,
-      )) as [number, number];
+      )) as AttemptReply;
     });
+    if (reply[0] === -1) throw permitsDisagreement(request.key, reply[1], request.permits ?? 1);
+    if (!mutex && (reply[0] === 1 || reply[0] === 2)) this.noteShared(token);
+    return reply;
   }
+
+  /** Remembers a shared or counted grant's token (see {@link sharedTokens}). */
+  private noteShared(token: string): void {
+    if (this.sharedTokens.size >= SHARED_TOKENS_MAX) this.sharedTokens.clear();
+    this.sharedTokens.add(token);
+  }
+
+  /** A {@link ScriptRunner} straight on the client (late clean-ups, whatever the connection state). */
+  private readonly runRaw: ScriptRunner = (script, keys, args) =>
+    runScript(this.#client, script, keys, args);
 
   /**
    * Runs a call that reads or draws fences with the node's bucket count (`null` on a
@@ -540,11 +705,16 @@ export class RedisLockBackend implements LockBackend {
       this.#subscriber = { client, connection };
       // ioredis subscribes again by itself after a reconnect.
       client.on('message', (_channel, message) => {
-        // "<token> <fence>": a release handed the lock to that waiter.
-        const [token, fence] = message.split(' ');
+        // "<tagged token> <fence> [<slot>]": a release handed the lock to that waiter.
+        const [token, fence, slot] = message.split(' ');
         const waiter = this.waiters.get(token);
         if (!waiter) return; // gave up meanwhile: its leave passes the lock on
-        waiter.handedOver = Number(fence);
+        // A mutex script handed a free key to a shared or counted waiter (no slot said): it
+        // holds the key as a string that its next attempt turns into its hash field; ask now.
+        if (waiter.mutex || slot !== undefined) {
+          waiter.handedOver = Number(fence);
+          waiter.handedPermit = Number(slot ?? 0);
+        }
         waiter.notify();
       });
     }

@@ -22,7 +22,7 @@ import { LeaseReporter } from './lease-reporter';
 import { LockContext } from './lock-context';
 import { LockEvents } from './lock-events';
 import type { LockHandle } from './lock-handle';
-import { type LockRequest, prepareLockRequest } from './lock-request';
+import { checkGrantable, type LockRequest, prepareLockRequest } from './lock-request';
 import { RenewalSchedulers } from './renewal-scheduler';
 import { ShutdownCoordinator } from './shutdown-coordinator';
 import { toLockError } from './store-error';
@@ -126,6 +126,14 @@ export class LockEngine {
       return Promise.reject(err);
     }
     return this.acquisition.run(request, mode);
+  }
+
+  /**
+   * Throws `LockConfigError` when `options` could never be granted here (invalid, an unknown
+   * backend, or a `mode`/`permits` its backend cannot grant); no I/O.
+   */
+  checkGrantable(options: unknown): void {
+    checkGrantable(options, this.backends);
   }
 
   /** Runs `fn` inside a reentrancy scope holding `handle` (work shutdown can wait for). */

@@ -67,6 +67,23 @@ export function prepareLockRequest(
 }
 
 /**
+ * Checks, without I/O, that `options` could be granted: valid, a configured backend, and one
+ * that can grant their `mode` and `permits`; throws `LockConfigError` naming the field
+ * otherwise. For `@Locked` declarations, checked when the module starts.
+ */
+export function checkGrantable(
+  options: unknown,
+  backends: BackendRegistry,
+  defaultBackend?: string,
+): void {
+  const opts = validateLockOptions(options);
+  const backendName = backends.resolve(opts.backend, defaultBackend);
+  const mode = opts.mode ?? 'exclusive';
+  const permits = opts.permits ?? 1;
+  if (mode !== 'exclusive' || permits !== 1) checkCapable(backends, backendName, mode, permits);
+}
+
+/**
  * Refuses, before any I/O, a shared or counted request on a backend that cannot grant it (a
  * mutex-only store would otherwise hand out an exclusive lock, or none, silently). The error
  * names the backend and the configured backends that can.

@@ -2,6 +2,7 @@ import { inspect } from 'node:util';
 import { describe, expect, it } from '@jest/globals';
 import { LockAbortedError, LockConfigError } from '../../../lib/errors/lock.errors';
 import type { Lock, LockOptions } from '../../../lib/lock.interfaces';
+import type { LockService } from '../../../lib/lock.service';
 import { settle, sleep, stillPendingAfter, within } from '../../support/async';
 import { countBackendCalls } from '../../support/lock-checks';
 import { BACKEND, QUICK_MS, type LockFixture, when } from './fixture';
@@ -57,6 +58,7 @@ function expectFencesInGrantOrder(sections: readonly Section[]): void {
 export function sharing(f: LockFixture): void {
   const { shared = false, permits = false, leaseBased } = f.target.capabilities;
   const { admin = false } = f.target;
+  const acrossApps = f.target.sharedAcrossApps === true;
 
   describe('shared and counted locks', () => {
     it('declares both capabilities explicitly (true or false)', () => {
@@ -104,146 +106,37 @@ export function sharing(f: LockFixture): void {
 
     when(permits)(
       'permits 3, 8 workers: exactly 3 hold at once (never more), slots unique among them',
-      async () => {
-        const key = f.newKey('sem');
-        const opts: LockOptions = { permits: 3, waitTimeout: 25_000 };
-        const holding = new Map<number, string>();
-        const sections: Section[] = [];
-        const problems: string[] = [];
-        let max = 0;
-        const section = async (lock: Lock): Promise<void> => {
-          if (!lock.isHeld()) problems.push(`${lock.token} not held inside`);
-          if (lock.permit < 0 || lock.permit > 2 || !Number.isInteger(lock.permit)) {
-            problems.push(`slot ${lock.permit} out of range`);
-          }
-          if (holding.has(lock.permit)) problems.push(`slot ${lock.permit} held twice`);
-          holding.set(lock.permit, lock.token);
-          max = Math.max(max, holding.size);
-          const s = begin(sections, lock, false);
-          await sleep(15 + Math.random() * 15);
-          s.end = performance.now();
-          holding.delete(lock.permit);
-        };
-        await Promise.all(
-          Array.from({ length: 8 }, async (_, worker) => {
-            for (let round = 0; round < 4; round++) {
-              if ((worker + round) % 2 === 0) {
-                await f.locks.withLock(key, section, opts);
-              } else {
-                const lock = await f.locks.acquire(key, opts);
-                try {
-                  await section(lock);
-                } finally {
-                  await lock.release();
-                }
-              }
-            }
-          }),
-        );
-        expect(problems).toEqual([]);
-        expect(max).toBe(3);
-        expect(sections).toHaveLength(32);
-        expect(new Set(sections.map((s) => s.fence)).size).toBe(32);
-        await f.expectLocked(key, false);
-      },
+      async () => runSemaphore(f, [f.locks]),
+      60_000,
+    );
+
+    when(permits && acrossApps)(
+      'permits 3, 8 workers of two app instances: exactly 3 hold at once, slots unique',
+      async () => withSecondApp(f, (second) => runSemaphore(f, [f.locks, second])),
       60_000,
     );
 
     when(shared)(
       'writers never overlap anything, readers do overlap; fences follow grant order',
-      async () => {
-        const key = f.newKey('rw');
-        let readers = 0;
-        let writers = 0;
-        let maxReaders = 0;
-        const problems: string[] = [];
-        const sections: Section[] = [];
-        const run = async (writer: boolean): Promise<void> => {
-          const opts: LockOptions = { mode: writer ? 'exclusive' : 'shared', waitTimeout: 25_000 };
-          await f.locks.withLock(
-            key,
-            async (lock) => {
-              expect(lock.mode).toBe(writer ? 'exclusive' : 'shared');
-              if (writer && (readers > 0 || writers > 0)) {
-                problems.push(`writer beside ${readers} reader(s), ${writers} writer(s)`);
-              }
-              if (!writer && writers > 0) problems.push('reader beside a writer');
-              if (writer) writers++;
-              else readers++;
-              maxReaders = Math.max(maxReaders, readers);
-              const s = begin(sections, lock, writer);
-              await sleep(writer ? 5 : 20 + Math.random() * 10);
-              s.end = performance.now();
-              if (writer) writers--;
-              else readers--;
-            },
-            opts,
-          );
-        };
-        await Promise.all(
-          Array.from({ length: 8 }, async (_, worker) => {
-            for (let round = 0; round < 4; round++) await run(worker < 2 && round % 2 === 0);
-          }),
-        );
-        expect(problems).toEqual([]);
-        expect(maxReaders).toBeGreaterThanOrEqual(2);
-        expect(sections).toHaveLength(32);
-        expect(sections.every((s) => s.permit === 0)).toBe(true);
-        expectFencesInGrantOrder(sections);
-        await f.expectLocked(key, false);
-      },
+      async () => runReadersWriters(f, [f.locks]),
+      60_000,
+    );
+
+    when(shared && acrossApps)(
+      'readers and writers of two app instances: writers alone, readers overlap',
+      async () => withSecondApp(f, (second) => runReadersWriters(f, [f.locks, second])),
       60_000,
     );
 
     when(shared)(
       'a writer gets in within a bounded time under a continuous stream of readers',
-      async () => {
-        const key = f.newKey('starve');
-        const holdMs = 60;
-        let stop = false;
-        let writerIn = false;
-        let readersAfterWriter = 0;
-        // Overlapping readers, a new one every 15 ms: without writer preference the key is
-        // never free while the stream runs.
-        const stream = (async () => {
-          const running: Promise<unknown>[] = [];
-          while (!stop) {
-            running.push(
-              f.locks.withLock(
-                key,
-                async () => {
-                  if (writerIn) readersAfterWriter++;
-                  await sleep(holdMs);
-                },
-                { mode: 'shared', waitTimeout: 20_000 },
-              ),
-            );
-            await sleep(15);
-          }
-          await Promise.all(running);
-        })();
-        try {
-          await sleep(150);
-          await f.expectLocked(key, true);
-          const t0 = performance.now();
-          const writer = await f.acquire(key, { waitTimeout: 10_000 });
-          const waited = performance.now() - t0;
-          writerIn = true;
-          expect(writer.mode).toBe('exclusive');
-          // Readers already in finish (one hold); readers after the writer wait behind it.
-          expect(waited).toBeLessThan(holdMs + QUICK_MS);
-          await sleep(50);
-          expect(readersAfterWriter).toBe(0);
-          await writer.release();
-          await sleep(holdMs * 2);
-          // The stream goes on after the writer.
-          expect(readersAfterWriter).toBeGreaterThan(0);
-        } finally {
-          stop = true;
-          await stream;
-        }
-        await f.expectLocked(key, false);
-      },
+      async () => runWriterUnderReaders(f, f.locks),
+      60_000,
+    );
+
+    when(shared && acrossApps)(
+      "a writer of another app instance gets in under one instance's stream of readers",
+      async () => withSecondApp(f, (second) => runWriterUnderReaders(f, second)),
       60_000,
     );
 
@@ -472,4 +365,164 @@ export function sharing(f: LockFixture): void {
       await f.expectLocked(k2, false);
     });
   });
+}
+
+/** Runs `fn` with a second app instance on the same store (closed after). */
+async function withSecondApp(
+  f: LockFixture,
+  fn: (second: LockService) => Promise<void>,
+): Promise<void> {
+  const second = await f.newApp();
+  try {
+    await fn(second.locks);
+  } finally {
+    await second.close();
+  }
+}
+
+/**
+ * `permits: 3`, 8 workers x 4 rounds spread over `services` (one app, or two sharing the
+ * store): never more than 3 at once and it reaches 3, slots unique among holders, every fence
+ * unique.
+ */
+async function runSemaphore(f: LockFixture, services: readonly LockService[]): Promise<void> {
+  const key = f.newKey('sem');
+  const opts: LockOptions = { permits: 3, waitTimeout: 25_000 };
+  const holding = new Map<number, string>();
+  const sections: Section[] = [];
+  const problems: string[] = [];
+  let max = 0;
+  const section = async (lock: Lock): Promise<void> => {
+    if (!lock.isHeld()) problems.push(`${lock.token} not held inside`);
+    if (lock.permit < 0 || lock.permit > 2 || !Number.isInteger(lock.permit)) {
+      problems.push(`slot ${lock.permit} out of range`);
+    }
+    if (holding.has(lock.permit)) problems.push(`slot ${lock.permit} held twice`);
+    holding.set(lock.permit, lock.token);
+    max = Math.max(max, holding.size);
+    const s = begin(sections, lock, false);
+    await sleep(15 + Math.random() * 15);
+    s.end = performance.now();
+    holding.delete(lock.permit);
+  };
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, worker) => {
+      for (let round = 0; round < 4; round++) {
+        if ((worker + round) % 2 === 0) {
+          await services[worker % services.length].withLock(key, section, opts);
+        } else {
+          const lock = await services[worker % services.length].acquire(key, opts);
+          try {
+            await section(lock);
+          } finally {
+            await lock.release();
+          }
+        }
+      }
+    }),
+  );
+  expect(problems).toEqual([]);
+  expect(max).toBe(3);
+  expect(sections).toHaveLength(32);
+  expect(new Set(sections.map((s) => s.fence)).size).toBe(32);
+  await f.expectLocked(key, false);
+}
+
+/**
+ * 8 workers x 4 rounds over `services`, two of them writing every other round: writers alone,
+ * readers beside readers (at least two at once), fences in grant order.
+ */
+async function runReadersWriters(f: LockFixture, services: readonly LockService[]): Promise<void> {
+  const key = f.newKey('rw');
+  let readers = 0;
+  let writers = 0;
+  let maxReaders = 0;
+  const problems: string[] = [];
+  const sections: Section[] = [];
+  const run = async (writer: boolean, worker: number): Promise<void> => {
+    const opts: LockOptions = { mode: writer ? 'exclusive' : 'shared', waitTimeout: 25_000 };
+    await services[worker % services.length].withLock(
+      key,
+      async (lock) => {
+        expect(lock.mode).toBe(writer ? 'exclusive' : 'shared');
+        if (writer && (readers > 0 || writers > 0)) {
+          problems.push(`writer beside ${readers} reader(s), ${writers} writer(s)`);
+        }
+        if (!writer && writers > 0) problems.push('reader beside a writer');
+        if (writer) writers++;
+        else readers++;
+        maxReaders = Math.max(maxReaders, readers);
+        const s = begin(sections, lock, writer);
+        await sleep(writer ? 5 : 20 + Math.random() * 10);
+        s.end = performance.now();
+        if (writer) writers--;
+        else readers--;
+      },
+      opts,
+    );
+  };
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, worker) => {
+      for (let round = 0; round < 4; round++) await run(worker < 2 && round % 2 === 0, worker);
+    }),
+  );
+  expect(problems).toEqual([]);
+  expect(maxReaders).toBeGreaterThanOrEqual(2);
+  expect(sections).toHaveLength(32);
+  expect(sections.every((s) => s.permit === 0)).toBe(true);
+  expectFencesInGrantOrder(sections);
+  await f.expectLocked(key, false);
+}
+
+/**
+ * A stream of overlapping readers (on `f.locks`, a new one every 15 ms) and one writer on
+ * `writerLocks`: the writer gets in within one hold, readers arriving after it wait behind it,
+ * and the stream goes on after it.
+ */
+async function runWriterUnderReaders(f: LockFixture, writerLocks: LockService): Promise<void> {
+  const key = f.newKey('starve');
+  const holdMs = 60;
+  let stop = false;
+  let writerIn = false;
+  let readersAfterWriter = 0;
+  // Overlapping readers, a new one every 15 ms: without writer preference the key is
+  // never free while the stream runs.
+  const stream = (async () => {
+    const running: Promise<unknown>[] = [];
+    while (!stop) {
+      running.push(
+        f.locks.withLock(
+          key,
+          async () => {
+            if (writerIn) readersAfterWriter++;
+            await sleep(holdMs);
+          },
+          { mode: 'shared', waitTimeout: 20_000 },
+        ),
+      );
+      await sleep(15);
+    }
+    await Promise.all(running);
+  })();
+  try {
+    await sleep(150);
+    await f.expectLocked(key, true);
+    const t0 = performance.now();
+    const writer = await f.acquire(key, { waitTimeout: 10_000 }, writerLocks);
+    const waited = performance.now() - t0;
+    writerIn = true;
+    expect(writer.mode).toBe('exclusive');
+    // Readers already in finish (one hold); readers after the writer wait behind it.
+    expect(waited).toBeLessThan(holdMs + QUICK_MS);
+    await sleep(50);
+    expect(readersAfterWriter).toBe(0);
+    await writer.release();
+    await sleep(holdMs * 2);
+    // The stream goes on after the writer.
+    expect(readersAfterWriter).toBeGreaterThan(0);
+  } finally {
+    stop = true;
+    await stream;
+  }
+  await f.expectLocked(key, false);
 }
