@@ -24,6 +24,14 @@ const CAPABILITIES = {
 } as const satisfies Record<string, ConformanceTarget['capabilities']>;
 
 /**
+ * Where a strategy does more on one database: PostgreSQL advisory locks have a share mode and a
+ * lock queue (shared and counted locks, waiting in the database); MariaDB's GET_LOCK has neither.
+ */
+const ON_POSTGRES: Partial<Record<string, ConformanceTarget['capabilities']>> = {
+  advisory: { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },
+};
+
+/**
  * A typeorm conformance target: its own table (created by the backend on first use), dropped
  * after the run. Session strategies pin a connection per held lock, so the pool is sized for
  * the battery's widest case (11 locks held at once).
@@ -56,7 +64,8 @@ export function typeormTarget(
         },
       };
     },
-    capabilities: CAPABILITIES[strategy],
+    capabilities:
+      (kind === 'postgres' ? ON_POSTGRES[strategy] : undefined) ?? CAPABILITIES[strategy],
     // table renews every due lease in a few statements; a session lock's renewal probes its own
     // pinned connection, one round trip per lock whatever is batched
     batchedRenewal: strategy === 'table',

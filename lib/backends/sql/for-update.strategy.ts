@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import { monotonicNow } from '../../core/shared/clock';
 import { sleep } from '../../core/shared/timers';
-import type { SessionStrategy } from './sql-lock-strategy';
+import type {
+  SessionCapabilities,
+  SessionHold,
+  SessionLock,
+  SessionStrategy,
+} from './sql-lock-strategy';
 import { isDeadlock, isLockBusy } from './driver-errors';
 import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
@@ -40,11 +45,29 @@ type RowLock = 'locked' | 'busy' | 'gone';
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
-  readonly waitsInDatabase = true;
 
   constructor(private readonly sessionTimeoutMs: number) {}
 
-  async take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean> {
+  supports(): SessionCapabilities {
+    return { shared: false, permits: false, waitsInDatabase: true };
+  }
+
+  async take(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    waitMs: number,
+  ): Promise<number | null> {
+    return (await this.takeRow(db, runner, lock.key, waitMs)) ? 0 : null;
+  }
+
+  /** Locks the key's row, remaking it when its holder deleted it as a wait ended. */
+  private async takeRow(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    key: string,
+    waitMs: number,
+  ): Promise<boolean> {
     const deadline = monotonicNow() + waitMs;
     for (let attempt = 1; ; attempt++) {
       const outcome = await this.takeOnce(db, runner, key, waitMs);
@@ -100,7 +123,7 @@ export class ForUpdateStrategy implements SessionStrategy {
     }
   }
 
-  async release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+  async release(db: SqlDatabase, runner: SqlRunner, { key }: SessionHold): Promise<boolean> {
     // The marker goes first: it never outlives the row lock it names.
     if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key);
     // Deleted by the holder, in its transaction: the row lock guards it until the commit.
