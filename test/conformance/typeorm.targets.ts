@@ -17,7 +17,7 @@ const CAPABILITIES = {
     leaseBased: false,
     fencing: true,
     waiting: 'queue',
-    shared: false,
+    shared: true,
     permits: false,
   },
   advisory: { leaseBased: false, fencing: true, waiting: 'poll', shared: false, permits: false },

@@ -8,7 +8,7 @@ import type {
   SessionStrategy,
 } from './sql-lock-strategy';
 import { isDeadlock, isLockBusy } from './driver-errors';
-import type { SqlDatabase } from './sql-database';
+import { truthy, type SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import {
   boundMysqlSession,
@@ -19,14 +19,27 @@ import {
   pgTerminate,
 } from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
+import { advisoryKey64 } from './advisory.strategy';
+import type { LockMode } from '../../core/contract/lock-backend';
+import type { SessionHolders } from './sql-lock-strategy';
 
 /** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
 const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
 /** A try without waiting that finds the row deleted under it tries this many times in all. */
 const NOWAIT_ATTEMPTS = 3;
 
-/** What one locking read found: the row locked, held by another, or deleted by its holder. */
-type RowLock = 'locked' | 'busy' | 'gone';
+/** MariaDB: most readers of one key at once (each keeps a numbered marker; see readerMarker). */
+const MAX_MYSQL_READERS = 1_024;
+/** PostgreSQL: a reader that finds a writer waiting looks again after this long at first, ms (doubling). */
+const READER_RETRY_MIN_MS = 5;
+/** ... and at most after this long, ms. */
+const READER_RETRY_MAX_MS = 100;
+
+/**
+ * What one locking read found: the row locked, held by another, deleted by its holder, or (a
+ * PostgreSQL reader) share-locked by readers while a writer waits for them.
+ */
+type RowLock = 'locked' | 'busy' | 'gone' | 'writer-waits';
 
 /**
  * `strategy: 'for-update'` (Postgres, MariaDB): the pinned connection holds an open transaction
@@ -42,6 +55,17 @@ type RowLock = 'locked' | 'busy' | 'gone';
  * default back at commit), MariaDB `wait_timeout` (restored at release). On MariaDB the holder
  * also takes a user-level lock named after the row (a marker): the server can then say which
  * session holds the row, which InnoDB itself only tells for rows someone waits on.
+ *
+ * `mode: 'shared'`: readers share-lock the row (PostgreSQL `FOR SHARE`, MariaDB `LOCK IN SHARE
+ * MODE`), a writer locks it `FOR UPDATE` as a mutex does. InnoDB queues a new share request
+ * behind a waiting writer (writer preference); PostgreSQL grants it beside other readers however
+ * long a writer has waited, so there a reader that sees a writer queued on the row (the tuple
+ * lock its first waiter holds) stands back and looks again shortly. The database cannot list a
+ * row's share lockers, so each reader also registers: PostgreSQL a transaction-level advisory
+ * lock in share mode, MariaDB the lowest free of 1024 numbered markers (user-level locks); both
+ * go with the transaction or session, and tell `isLocked`, `inspect` and `forceRelease` who
+ * reads. The last reader to leave deletes the row (one that sees others still on it leaves it).
+ * Counted locks (`permits`) are not built on this strategy (refused by the engine).
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
@@ -49,7 +73,7 @@ export class ForUpdateStrategy implements SessionStrategy {
   constructor(private readonly sessionTimeoutMs: number) {}
 
   supports(): SessionCapabilities {
-    return { shared: false, permits: false, waitsInDatabase: true };
+    return { shared: true, permits: false, waitsInDatabase: true };
   }
 
   async take(
@@ -58,19 +82,30 @@ export class ForUpdateStrategy implements SessionStrategy {
     lock: SessionLock,
     waitMs: number,
   ): Promise<number | null> {
-    return (await this.takeRow(db, runner, lock.key, waitMs)) ? 0 : null;
+    return (await this.takeRow(db, runner, lock.key, lock.mode, waitMs)) ? 0 : null;
   }
 
-  /** Locks the key's row, remaking it when its holder deleted it as a wait ended. */
+  /**
+   * Locks the key's row, remaking it when its holder deleted it as a wait ended; a PostgreSQL
+   * reader that finds a writer waiting tries again after a short pause while its wait lasts.
+   */
   private async takeRow(
     db: SqlDatabase,
     runner: SqlRunner,
     key: string,
+    mode: LockMode,
     waitMs: number,
   ): Promise<boolean> {
     const deadline = monotonicNow() + waitMs;
     for (let attempt = 1; ; attempt++) {
-      const outcome = await this.takeOnce(db, runner, key, waitMs);
+      const outcome = await this.takeOnce(db, runner, key, mode, waitMs);
+      if (outcome === 'writer-waits') {
+        const pause = Math.min(READER_RETRY_MAX_MS, READER_RETRY_MIN_MS * 2 ** attempt);
+        if (deadline - monotonicNow() <= pause) return false;
+        await sleep(pause * (0.5 + Math.random()));
+        waitMs = deadline - monotonicNow();
+        continue;
+      }
       if (outcome !== 'gone') return outcome === 'locked';
       // The row was deleted by the holder that released it (a wait ends on it then): the key is
       // free. The next attempt makes it again and locks it like any other row.
@@ -96,6 +131,7 @@ export class ForUpdateStrategy implements SessionStrategy {
     db: SqlDatabase,
     runner: SqlRunner,
     key: string,
+    mode: LockMode,
     waitMs: number,
   ): Promise<RowLock> {
     const postgres = db.dialect.family === 'postgres';
@@ -110,7 +146,11 @@ export class ForUpdateStrategy implements SessionStrategy {
       await runner.startTransaction(isolationFor(db));
       inTransaction = true;
       if (postgres) await this.boundPgTransaction(runner, waitMs);
-      const outcome = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
+      const wait = this.lockMode(postgres, waitMs);
+      const outcome =
+        mode === 'shared'
+          ? await lockRowShared(db, runner, key, wait)
+          : await lockRow(db, runner, key, wait);
       held = outcome === 'locked';
       return outcome;
     } finally {
@@ -118,25 +158,30 @@ export class ForUpdateStrategy implements SessionStrategy {
       // session left in its transaction must never go back to the pool.
       if (!held) {
         if (inTransaction) await runner.rollbackTransaction();
-        if (!postgres) await restoreMysql(db, runner, key);
+        if (!postgres) await restoreMysql(db, runner, key, mode);
       }
     }
   }
 
-  async release(db: SqlDatabase, runner: SqlRunner, { key }: SessionHold): Promise<boolean> {
+  async release(db: SqlDatabase, runner: SqlRunner, { key, mode }: SessionHold): Promise<boolean> {
     // The marker goes first: it never outlives the row lock it names.
-    if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key);
-    // Deleted by the holder, in its transaction: the row lock guards it until the commit.
-    await runner.query(
-      db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
-      [storedKey(key)],
-      true,
-    );
+    if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key, mode);
+    if (mode === 'shared') {
+      await deleteIfLastReader(db, runner, key);
+    } else {
+      // Deleted by the holder, in its transaction: the row lock guards it until the commit.
+      await runner.query(
+        db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
+        [storedKey(key)],
+        true,
+      );
+    }
     await runner.commitTransaction();
     return true;
   }
 
   async isLocked(db: SqlDatabase, key: string): Promise<boolean> {
+    if ((await readers(db, key)).length > 0) return true;
     // A shared row lock that skips locked rows, in one autocommit statement: no row back (for
     // an existing row) means someone holds it FOR UPDATE. Shared locks do not conflict with
     // each other, so concurrent isLocked calls cannot see one another as holders.
@@ -169,9 +214,10 @@ export class ForUpdateStrategy implements SessionStrategy {
       );
       return Number(result.records[0]?.waiting ?? 0);
     }
+    const row = `%FROM ${db.table} WHERE lock_key = '${storedKey(key)}'`;
     const result = await db.exec(
-      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND INFO LIKE ?`,
-      [`%FROM ${db.table} WHERE lock_key = '${storedKey(key)}' FOR UPDATE%`],
+      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND (INFO LIKE ? OR INFO LIKE ?)`,
+      [`${row} FOR UPDATE%`, `${row} LOCK IN SHARE MODE%`],
     );
     return Number(result.records[0]?.waiting ?? 0);
   }
@@ -183,7 +229,10 @@ export class ForUpdateStrategy implements SessionStrategy {
    * holding the row's marker.
    */
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
-    if (db.dialect.family !== 'postgres') return killHolderOf(db, rowMarker(db, key));
+    const readersEnded = await endReaders(db, key);
+    if (db.dialect.family !== 'postgres') {
+      return (await killHolderOf(db, rowMarker(db, key))) || readersEnded;
+    }
     const result = await db.exec(
       `WITH free AS (SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR KEY SHARE SKIP LOCKED)
        SELECT ${pgTerminate(db, 'l.pid')} AS ended
@@ -192,7 +241,14 @@ export class ForUpdateStrategy implements SessionStrategy {
         WHERE t.lock_key = ? AND NOT EXISTS (SELECT 1 FROM free)`,
       [storedKey(key), storedKey(key)],
     );
-    return result.records.length > 0;
+    return result.records.length > 0 || readersEnded;
+  }
+
+  /** Readers of the key (their registrations); `undefined` when it has none (a writer, or free). */
+  async holders(db: SqlDatabase, key: string): Promise<SessionHolders | undefined> {
+    const reading = await readers(db, key);
+    if (reading.length === 0) return undefined;
+    return { holders: reading.length, mode: 'shared', permits: 1 };
   }
 
   /**
@@ -286,15 +342,152 @@ function isolationFor(db: SqlDatabase): 'READ COMMITTED' | undefined {
 }
 
 /**
- * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours) and gives the
+ * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours; a reader's:
+ * every user-level lock of the session, which holds this lock's marker only) and gives the
  * connection its usual `wait_timeout` back.
  */
-async function restoreMysql(db: SqlDatabase, runner: SqlRunner, key: string): Promise<void> {
+async function restoreMysql(
+  db: SqlDatabase,
+  runner: SqlRunner,
+  key: string,
+  mode: LockMode,
+): Promise<void> {
+  if (mode === 'shared') {
+    await runner.query(
+      `SET ${MYSQL_RESTORE_SESSION}, @ndl_marker_released = RELEASE_ALL_LOCKS()`,
+      [],
+      true,
+    );
+    return;
+  }
   await runner.query(
     `SET ${MYSQL_RESTORE_SESSION}, @ndl_marker_released = RELEASE_LOCK(?)`,
     [rowMarker(db, key)],
     true,
   );
+}
+
+/**
+ * A reader's locking read of the key's row in the open transaction, registering the reader in
+ * the same statement (PostgreSQL: a transaction-level advisory lock in share mode; MariaDB: the
+ * lowest free numbered marker, once the row is locked). PostgreSQL also says whether a writer
+ * is queued on the row: the reader then stands back (`'writer-waits'`).
+ */
+async function lockRowShared(
+  db: SqlDatabase,
+  runner: SqlRunner,
+  key: string,
+  mode: string,
+): Promise<RowLock> {
+  const postgres = db.dialect.family === 'postgres';
+  const sql = postgres
+    ? `SELECT lock_key, pg_advisory_xact_lock_shared($2::bigint) IS NULL AS registered,
+              EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'tuple'
+                        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                        AND l.relation = $3::regclass
+                        AND l.page = (t.ctid::text::point)[0]::int AND l.tuple = (t.ctid::text::point)[1]::int) AS writer_waits
+         FROM ${db.table} t WHERE lock_key = $1 FOR SHARE ${mode}`
+    : `SELECT lock_key, (SELECT seq FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE GET_LOCK(CONCAT(?, seq), 0) LIMIT 1) AS marked
+         FROM ${db.table} WHERE lock_key = ? LOCK IN SHARE MODE ${mode}`;
+  const params = postgres
+    ? [storedKey(key), readerId(db, key), db.table]
+    : [readerMarker(db, key), storedKey(key)];
+  try {
+    const result = await runner.query(sql.trim(), params, true);
+    const row = result.records[0];
+    if (!row) return 'gone';
+    if (postgres) return truthy(row.writer_waits) ? 'writer-waits' : 'locked';
+    return row.marked === null || row.marked === undefined ? 'busy' : 'locked';
+  } catch (err) {
+    if (isLockBusy(err)) return 'busy';
+    if (isDeadlock(err)) return 'gone';
+    throw db.explain(err);
+  }
+}
+
+/**
+ * A leaving reader deletes the key's row only when no one else holds it or waits for it: its
+ * own share lock raised to `FOR UPDATE`, skipping a row that other readers (or a queued writer)
+ * hold; otherwise the row stays for them, and the last of them deletes it.
+ */
+async function deleteIfLastReader(db: SqlDatabase, runner: SqlRunner, key: string): Promise<void> {
+  if (db.dialect.family === 'postgres') {
+    await runner.query(
+      `DELETE FROM ${db.table} WHERE lock_key IN (SELECT lock_key FROM ${db.table} WHERE lock_key = $1 FOR UPDATE SKIP LOCKED)`,
+      [storedKey(key)],
+      true,
+    );
+    return;
+  }
+  const mine = await runner.query(
+    `SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR UPDATE SKIP LOCKED`,
+    [storedKey(key)],
+    true,
+  );
+  if (mine.records.length === 0) return;
+  await runner.query(`DELETE FROM ${db.table} WHERE lock_key = ?`, [storedKey(key)], true);
+}
+
+/** The sessions reading the key now (PostgreSQL backend pids, MariaDB thread ids). */
+async function readers(db: SqlDatabase, key: string): Promise<number[]> {
+  if (db.dialect.family === 'postgres') {
+    const [classid, objid] = pgAdvisoryIds(readerId(db, key));
+    const result = await db.exec(
+      `SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND classid = ? AND objid = ?
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      [classid, objid],
+    );
+    return result.records.map((r) => Number(r.pid));
+  }
+  const result = await db.exec(
+    `SELECT IS_USED_LOCK(CONCAT(?, seq)) AS holder FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
+    [readerMarker(db, key), readerMarker(db, key)],
+  );
+  return result.records.map((r) => Number(r.holder));
+}
+
+/**
+ * Ends every reader's session (`forceRelease`); `true` when there was one. MariaDB waits,
+ * bounded, until each reader's marker is gone, as for the writer's.
+ */
+async function endReaders(db: SqlDatabase, key: string): Promise<boolean> {
+  if (db.dialect.family === 'postgres') {
+    const [classid, objid] = pgAdvisoryIds(readerId(db, key));
+    const result = await db.exec(
+      `SELECT ${pgTerminate(db, 'pid')} AS ended FROM (SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND classid = ? AND objid = ?
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) r`,
+      [classid, objid],
+    );
+    return result.records.length > 0;
+  }
+  const used = await db.exec(
+    `SELECT seq FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
+    [readerMarker(db, key)],
+  );
+  let ended = false;
+  for (const { seq } of used.records) {
+    if (await killHolderOf(db, `${readerMarker(db, key)}${String(seq)}`)) ended = true;
+  }
+  return ended;
+}
+
+/** PostgreSQL: the advisory id readers of the key register under (per table and key). */
+function readerId(db: SqlDatabase, key: string): string {
+  return advisoryKey64(`${db.tableName}\u0000reader\u0000${key}`);
+}
+
+/** `classid` and `objid` of a 64-bit advisory id in `pg_locks` (its two halves). */
+function pgAdvisoryIds(id: string): [number, number] {
+  const unsigned = BigInt.asUintN(64, BigInt(id));
+  return [Number(unsigned >> 32n), Number(unsigned & 0xffffffffn)];
+}
+
+/**
+ * MariaDB: the prefix of a reader's numbered marker (followed by 0..1023; at most 64
+ * characters in all). User-level locks are server-wide, so it names the database and table too.
+ */
+function readerMarker(db: SqlDatabase, key: string): string {
+  return `dlq:${rowMarker(db, key).slice(4, 56)}:`;
 }
 
 /**

@@ -94,8 +94,13 @@ export interface SqlLockBackendOptions {
  * runs out, or a back-off passes.
  */
 export class SqlLockBackend implements LockBackend {
-  /** Present when `capabilities.waiting` is `'queue'`: waits in the key's local line. */
-  #acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
+  /**
+   * Present when `capabilities.waiting` is `'queue'` (set again once the database family is
+   * known): waits in the key's local line.
+   */
+  acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
+  /** The line wait `acquire` is while the strategy waits in the store. */
+  readonly #acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
   /**
@@ -146,6 +151,7 @@ export class SqlLockBackend implements LockBackend {
       this.#acquire = (request) => this.waitInLine(request, this.headOfLease);
       this.extendMany = async (requests) => strategy.renewMany(await source.open(), requests);
     }
+    this.acquire = this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
     if (strategy.kind === 'session') {
       const cap = Math.floor(sessionTimeoutMs * SESSION_VALIDITY_SHARE);
       this.leaseValidity = (ttlMs) => Math.min(ttlMs, cap);
@@ -170,11 +176,6 @@ export class SqlLockBackend implements LockBackend {
       shared: can.shared,
       permits: can.permits,
     };
-  }
-
-  /** Waits in the key's local line; present only when `capabilities.waiting` is `'queue'`. */
-  get acquire(): ((request: QueuedRequest) => Promise<LockGrant | null>) | undefined {
-    return this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
   }
 
   /**
@@ -451,7 +452,10 @@ export class SqlLockBackend implements LockBackend {
   /** The database, ready for statements; its family learned on first use. */
   private async open(): Promise<SqlDatabase> {
     const db = await this.#source.open();
-    this.#family ??= db.dialect.family;
+    if (this.#family === undefined) {
+      this.#family = db.dialect.family;
+      this.acquire = this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
+    }
     return db;
   }
 
