@@ -436,8 +436,13 @@ const PG_LOCK_OF =
 
 /** `classid` and `objid` of `key`'s advisory lock in `pg_locks` (the 64-bit id's two halves). */
 function pgLockIds(key: string): [number, number] {
-  const id = BigInt.asUintN(64, BigInt(advisoryKey64(key)));
-  return [Number(id >> 32n), Number(id & 0xffffffffn)];
+  return pgAdvisoryIds(advisoryKey64(key));
+}
+
+/** `classid` and `objid` of a 64-bit advisory id (a decimal string) in `pg_locks`: its two halves. */
+export function pgAdvisoryIds(id: string): [number, number] {
+  const unsigned = BigInt.asUintN(64, BigInt(id));
+  return [Number(unsigned >> 32n), Number(unsigned & 0xffffffffn)];
 }
 
 /**

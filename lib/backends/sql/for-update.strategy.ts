@@ -8,7 +8,7 @@ import type {
   SessionStrategy,
 } from './sql-lock-strategy';
 import { isDeadlock, isLockBusy } from './driver-errors';
-import { truthy, type SqlDatabase } from './sql-database';
+import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import {
   boundMysqlSession,
@@ -19,27 +19,37 @@ import {
   pgTerminate,
 } from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
-import { advisoryKey64 } from './advisory.strategy';
 import type { LockMode } from '../../core/contract/lock-backend';
 import type { SessionHolders } from './sql-lock-strategy';
+import type { SqlFamily } from './sql-dialect';
+import {
+  checkAgreement,
+  deleteIfLastSharer,
+  endSharers,
+  isShared,
+  lockFreeSlot,
+  lockRowShared,
+  makeSlotRows,
+  sharingHolders,
+  waitForSlot,
+  type RowLock,
+} from './for-update-sharing';
 
 /** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
 const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
 /** A try without waiting that finds the row deleted under it tries this many times in all. */
 const NOWAIT_ATTEMPTS = 3;
-
-/** MariaDB: most readers of one key at once (each keeps a numbered marker; see readerMarker). */
-const MAX_MYSQL_READERS = 1_024;
-/** PostgreSQL: a reader that finds a writer waiting looks again after this long at first, ms (doubling). */
-const READER_RETRY_MIN_MS = 5;
-/** ... and at most after this long, ms. */
-const READER_RETRY_MAX_MS = 100;
-
 /**
- * What one locking read found: the row locked, held by another, deleted by its holder, or (a
- * PostgreSQL reader) share-locked by readers while a writer waits for them.
+ * A sharer that must stand back (PostgreSQL: a writer queued on the row, or no free slot) looks
+ * again after this long at first, ms (doubling, with jitter) ...
  */
-type RowLock = 'locked' | 'busy' | 'gone' | 'writer-waits';
+const STAND_BACK_MIN_MS = 5;
+/** ... and at most after this long, ms. */
+const STAND_BACK_MAX_MS = 100;
+/** A counted waiter waits for one slot row at a time for at least this long, ms (doubling) ... */
+const SLOT_WAIT_MIN_MS = 20;
+/** ... and at most this long, then looks at all of them again, ms. */
+const SLOT_WAIT_MAX_MS = 500;
 
 /**
  * `strategy: 'for-update'` (Postgres, MariaDB): the pinned connection holds an open transaction
@@ -59,60 +69,56 @@ type RowLock = 'locked' | 'busy' | 'gone' | 'writer-waits';
  * `mode: 'shared'`: readers share-lock the row (PostgreSQL `FOR SHARE`, MariaDB `LOCK IN SHARE
  * MODE`), a writer locks it `FOR UPDATE` as a mutex does. InnoDB queues a new share request
  * behind a waiting writer (writer preference); PostgreSQL grants it beside other readers however
- * long a writer has waited, so there a reader that sees a writer queued on the row (the tuple
- * lock its first waiter holds) stands back and looks again shortly. The database cannot list a
- * row's share lockers, so each reader also registers: PostgreSQL a transaction-level advisory
- * lock in share mode, MariaDB the lowest free of 1024 numbered markers (user-level locks); both
- * go with the transaction or session, and tell `isLocked`, `inspect` and `forceRelease` who
- * reads. The last reader to leave deletes the row (one that sees others still on it leaves it).
- * Counted locks (`permits`) are not built on this strategy (refused by the engine).
+ * long a writer has waited, so there a reader that sees a writer queued on the row stands back
+ * and looks again shortly. Counted locks (`permits`, PostgreSQL only): the holder share-locks the
+ * key's row too, then locks the lowest free of N slot rows `FOR UPDATE SKIP LOCKED`; with none
+ * free it stands back and looks again while its wait lasts (the database has no "any of these
+ * rows" wait). Sharers register so the server can tell who they are, and holders that disagree
+ * about `permits` are refused: see for-update-sharing.ts. MariaDB has no counted locks here: a
+ * counted holder of another N could not be told apart without listing every possible marker.
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
 
   constructor(private readonly sessionTimeoutMs: number) {}
 
-  supports(): SessionCapabilities {
-    return { shared: true, permits: false, waitsInDatabase: true };
+  supports(family: SqlFamily): SessionCapabilities {
+    return { shared: true, permits: family === 'postgres', waitsInDatabase: true };
   }
 
+  /**
+   * Locks the key's row (and a slot row), remaking it when its holder deleted it as a wait
+   * ended; a sharer told to stand back tries again after a short pause while its wait lasts.
+   */
   async take(
     db: SqlDatabase,
     runner: SqlRunner,
     lock: SessionLock,
     waitMs: number,
   ): Promise<number | null> {
-    return (await this.takeRow(db, runner, lock.key, lock.mode, waitMs)) ? 0 : null;
-  }
-
-  /**
-   * Locks the key's row, remaking it when its holder deleted it as a wait ended; a PostgreSQL
-   * reader that finds a writer waiting tries again after a short pause while its wait lasts.
-   */
-  private async takeRow(
-    db: SqlDatabase,
-    runner: SqlRunner,
-    key: string,
-    mode: LockMode,
-    waitMs: number,
-  ): Promise<boolean> {
     const deadline = monotonicNow() + waitMs;
     for (let attempt = 1; ; attempt++) {
-      const outcome = await this.takeOnce(db, runner, key, mode, waitMs);
-      if (outcome === 'writer-waits') {
-        const pause = Math.min(READER_RETRY_MAX_MS, READER_RETRY_MIN_MS * 2 ** attempt);
-        if (deadline - monotonicNow() <= pause) return false;
+      const [outcome, slot] = await this.takeOnce(db, runner, lock, waitMs, attempt);
+      if (outcome === 'locked') return slot;
+      if (outcome === 'retry') {
+        waitMs = deadline - monotonicNow();
+        if (waitMs <= 0) return null;
+        continue;
+      }
+      if (outcome === 'stand-back') {
+        const pause = Math.min(STAND_BACK_MAX_MS, STAND_BACK_MIN_MS * 2 ** attempt);
+        if (deadline - monotonicNow() <= pause) return null;
         await sleep(pause * (0.5 + Math.random()));
         waitMs = deadline - monotonicNow();
         continue;
       }
-      if (outcome !== 'gone') return outcome === 'locked';
+      if (outcome !== 'gone') return null;
       // The row was deleted by the holder that released it (a wait ends on it then): the key is
       // free. The next attempt makes it again and locks it like any other row.
-      if (waitMs <= 0 && attempt >= NOWAIT_ATTEMPTS) return false;
+      if (waitMs <= 0 && attempt >= NOWAIT_ATTEMPTS) return null;
       if (waitMs > 0) {
         waitMs = deadline - monotonicNow();
-        if (waitMs <= 0) return false;
+        if (waitMs <= 0) return null;
         // MariaDB waits in whole seconds: below one, a last try without waiting
         if (db.dialect.family !== 'postgres' && waitMs < 1_000) waitMs = 0;
       }
@@ -130,16 +136,19 @@ export class ForUpdateStrategy implements SessionStrategy {
   private async takeOnce(
     db: SqlDatabase,
     runner: SqlRunner,
-    key: string,
-    mode: LockMode,
+    lock: SessionLock,
     waitMs: number,
-  ): Promise<RowLock> {
+    attempt: number,
+  ): Promise<[RowLock, number]> {
+    const { key, mode } = lock;
     const postgres = db.dialect.family === 'postgres';
+    const mutex = mode === 'exclusive' && lock.permits === 1;
     let held = false;
     let inTransaction = false;
     if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs, waitMs);
     try {
-      if (!(await makeRow(db, runner, key))) return 'busy';
+      if (!(await makeRow(db, runner, key))) return ['busy', 0];
+      if (lock.permits > 1) await makeSlotRows(db, runner, lock);
       // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
       // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ),
       // and on InnoDB lock no gap that would stop other keys' rows from being made.
@@ -147,12 +156,26 @@ export class ForUpdateStrategy implements SessionStrategy {
       inTransaction = true;
       if (postgres) await this.boundPgTransaction(runner, waitMs);
       const wait = this.lockMode(postgres, waitMs);
-      const outcome =
-        mode === 'shared'
-          ? await lockRowShared(db, runner, key, wait)
-          : await lockRow(db, runner, key, wait);
-      held = outcome === 'locked';
-      return outcome;
+      // A mutex about to wait for counted holders would wait in vain: refused first.
+      if (mutex && waitMs > 0) await checkAgreement(db, lock, runner);
+      const outcome = mutex
+        ? await lockRow(db, runner, key, wait)
+        : await lockRowShared(db, runner, lock, wait);
+      // The failed NOWAIT ended the transaction's use: the check goes on a pooled connection.
+      if (outcome === 'busy' && mutex && waitMs <= 0) await checkAgreement(db, lock);
+      if (outcome !== 'locked') return [outcome, 0];
+      if (!mutex) await checkAgreement(db, lock, runner);
+      let slot = lock.permits > 1 ? await lockFreeSlot(db, runner, lock) : 0;
+      if (slot === null && waitMs > 0) {
+        // All held: wait in the lock queue for one slot row after another, briefly each.
+        const next = attempt % lock.permits;
+        const chunk = Math.min(waitMs, SLOT_WAIT_MAX_MS, SLOT_WAIT_MIN_MS * 2 ** attempt);
+        if (!(await waitForSlot(db, runner, lock, next, chunk))) return ['retry', 0];
+        slot = next;
+      }
+      if (slot === null) return ['busy', 0];
+      held = true;
+      return ['locked', slot];
     } finally {
       // A failure here rejects the take, and the backend then discards the connection: a
       // session left in its transaction must never go back to the pool.
@@ -163,11 +186,12 @@ export class ForUpdateStrategy implements SessionStrategy {
     }
   }
 
-  async release(db: SqlDatabase, runner: SqlRunner, { key, mode }: SessionHold): Promise<boolean> {
+  async release(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
+    const { key, mode } = hold;
     // The marker goes first: it never outlives the row lock it names.
     if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key, mode);
-    if (mode === 'shared') {
-      await deleteIfLastReader(db, runner, key);
+    if (mode === 'shared' || hold.permits > 1) {
+      await deleteIfLastSharer(db, runner, hold, hold.slot);
     } else {
       // Deleted by the holder, in its transaction: the row lock guards it until the commit.
       await runner.query(
@@ -181,7 +205,7 @@ export class ForUpdateStrategy implements SessionStrategy {
   }
 
   async isLocked(db: SqlDatabase, key: string): Promise<boolean> {
-    if ((await readers(db, key)).length > 0) return true;
+    if (await isShared(db, key)) return true;
     // A shared row lock that skips locked rows, in one autocommit statement: no row back (for
     // an existing row) means someone holds it FOR UPDATE. Shared locks do not conflict with
     // each other, so concurrent isLocked calls cannot see one another as holders.
@@ -229,7 +253,7 @@ export class ForUpdateStrategy implements SessionStrategy {
    * holding the row's marker.
    */
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
-    const readersEnded = await endReaders(db, key);
+    const readersEnded = await endSharers(db, key);
     if (db.dialect.family !== 'postgres') {
       return (await killHolderOf(db, rowMarker(db, key))) || readersEnded;
     }
@@ -244,11 +268,9 @@ export class ForUpdateStrategy implements SessionStrategy {
     return result.records.length > 0 || readersEnded;
   }
 
-  /** Readers of the key (their registrations); `undefined` when it has none (a writer, or free). */
-  async holders(db: SqlDatabase, key: string): Promise<SessionHolders | undefined> {
-    const reading = await readers(db, key);
-    if (reading.length === 0) return undefined;
-    return { holders: reading.length, mode: 'shared', permits: 1 };
+  /** The key's sharers (readers, counted holders and their slots); `undefined` for a writer. */
+  holders(db: SqlDatabase, key: string): Promise<SessionHolders | undefined> {
+    return sharingHolders(db, key);
   }
 
   /**
@@ -365,129 +387,6 @@ async function restoreMysql(
     [rowMarker(db, key)],
     true,
   );
-}
-
-/**
- * A reader's locking read of the key's row in the open transaction, registering the reader in
- * the same statement (PostgreSQL: a transaction-level advisory lock in share mode; MariaDB: the
- * lowest free numbered marker, once the row is locked). PostgreSQL also says whether a writer
- * is queued on the row: the reader then stands back (`'writer-waits'`).
- */
-async function lockRowShared(
-  db: SqlDatabase,
-  runner: SqlRunner,
-  key: string,
-  mode: string,
-): Promise<RowLock> {
-  const postgres = db.dialect.family === 'postgres';
-  const sql = postgres
-    ? `SELECT lock_key, pg_advisory_xact_lock_shared($2::bigint) IS NULL AS registered,
-              EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'tuple'
-                        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                        AND l.relation = $3::regclass
-                        AND l.page = (t.ctid::text::point)[0]::int AND l.tuple = (t.ctid::text::point)[1]::int) AS writer_waits
-         FROM ${db.table} t WHERE lock_key = $1 FOR SHARE ${mode}`
-    : `SELECT lock_key, (SELECT seq FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE GET_LOCK(CONCAT(?, seq), 0) LIMIT 1) AS marked
-         FROM ${db.table} WHERE lock_key = ? LOCK IN SHARE MODE ${mode}`;
-  const params = postgres
-    ? [storedKey(key), readerId(db, key), db.table]
-    : [readerMarker(db, key), storedKey(key)];
-  try {
-    const result = await runner.query(sql.trim(), params, true);
-    const row = result.records[0];
-    if (!row) return 'gone';
-    if (postgres) return truthy(row.writer_waits) ? 'writer-waits' : 'locked';
-    return row.marked === null || row.marked === undefined ? 'busy' : 'locked';
-  } catch (err) {
-    if (isLockBusy(err)) return 'busy';
-    if (isDeadlock(err)) return 'gone';
-    throw db.explain(err);
-  }
-}
-
-/**
- * A leaving reader deletes the key's row only when no one else holds it or waits for it: its
- * own share lock raised to `FOR UPDATE`, skipping a row that other readers (or a queued writer)
- * hold; otherwise the row stays for them, and the last of them deletes it.
- */
-async function deleteIfLastReader(db: SqlDatabase, runner: SqlRunner, key: string): Promise<void> {
-  if (db.dialect.family === 'postgres') {
-    await runner.query(
-      `DELETE FROM ${db.table} WHERE lock_key IN (SELECT lock_key FROM ${db.table} WHERE lock_key = $1 FOR UPDATE SKIP LOCKED)`,
-      [storedKey(key)],
-      true,
-    );
-    return;
-  }
-  const mine = await runner.query(
-    `SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR UPDATE SKIP LOCKED`,
-    [storedKey(key)],
-    true,
-  );
-  if (mine.records.length === 0) return;
-  await runner.query(`DELETE FROM ${db.table} WHERE lock_key = ?`, [storedKey(key)], true);
-}
-
-/** The sessions reading the key now (PostgreSQL backend pids, MariaDB thread ids). */
-async function readers(db: SqlDatabase, key: string): Promise<number[]> {
-  if (db.dialect.family === 'postgres') {
-    const [classid, objid] = pgAdvisoryIds(readerId(db, key));
-    const result = await db.exec(
-      `SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND classid = ? AND objid = ?
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-      [classid, objid],
-    );
-    return result.records.map((r) => Number(r.pid));
-  }
-  const result = await db.exec(
-    `SELECT IS_USED_LOCK(CONCAT(?, seq)) AS holder FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
-    [readerMarker(db, key), readerMarker(db, key)],
-  );
-  return result.records.map((r) => Number(r.holder));
-}
-
-/**
- * Ends every reader's session (`forceRelease`); `true` when there was one. MariaDB waits,
- * bounded, until each reader's marker is gone, as for the writer's.
- */
-async function endReaders(db: SqlDatabase, key: string): Promise<boolean> {
-  if (db.dialect.family === 'postgres') {
-    const [classid, objid] = pgAdvisoryIds(readerId(db, key));
-    const result = await db.exec(
-      `SELECT ${pgTerminate(db, 'pid')} AS ended FROM (SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND classid = ? AND objid = ?
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) r`,
-      [classid, objid],
-    );
-    return result.records.length > 0;
-  }
-  const used = await db.exec(
-    `SELECT seq FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
-    [readerMarker(db, key)],
-  );
-  let ended = false;
-  for (const { seq } of used.records) {
-    if (await killHolderOf(db, `${readerMarker(db, key)}${String(seq)}`)) ended = true;
-  }
-  return ended;
-}
-
-/** PostgreSQL: the advisory id readers of the key register under (per table and key). */
-function readerId(db: SqlDatabase, key: string): string {
-  return advisoryKey64(`${db.tableName}\u0000reader\u0000${key}`);
-}
-
-/** `classid` and `objid` of a 64-bit advisory id in `pg_locks` (its two halves). */
-function pgAdvisoryIds(id: string): [number, number] {
-  const unsigned = BigInt.asUintN(64, BigInt(id));
-  return [Number(unsigned >> 32n), Number(unsigned & 0xffffffffn)];
-}
-
-/**
- * MariaDB: the prefix of a reader's numbered marker (followed by 0..1023; at most 64
- * characters in all). User-level locks are server-wide, so it names the database and table too.
- */
-function readerMarker(db: SqlDatabase, key: string): string {
-  return `dlq:${rowMarker(db, key).slice(4, 56)}:`;
 }
 
 /**
