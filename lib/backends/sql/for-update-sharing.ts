@@ -107,17 +107,17 @@ export async function checkAgreement(
   if (truthy(result.records[0]?.other)) throw permitsDisagreement(lock);
 }
 
-/** PostgreSQL, a counted lock: makes its N slot rows that are missing, in autocommit. */
-export async function makeSlotRows(
-  db: SqlDatabase,
-  runner: SqlRunner,
-  lock: SessionLock,
-): Promise<void> {
+/**
+ * PostgreSQL, a counted holder that shares the key's row: makes its N slot rows that are
+ * missing, in autocommit on a pooled connection (rows its own transaction made would stay
+ * invisible to the others until it ends). Slot rows so exist only while someone shares the key
+ * row, and the last sharer to leave deletes them: none is left behind by a take that fails.
+ */
+export async function makeSlotRows(db: SqlDatabase, lock: SessionLock): Promise<void> {
   const texts = slotKeys(lock).map((_, i) => `${lock.key} (permit ${i} of ${lock.permits})`);
-  await runner.query(
-    `INSERT INTO ${db.table} (lock_key, key_text, fence) SELECT unnest($1::bpchar[]), unnest($2::text[]), 0 ON CONFLICT DO NOTHING`,
+  await db.exec(
+    `INSERT INTO ${db.table} (lock_key, key_text, fence) SELECT unnest(?::bpchar[]), unnest(?::text[]), 0 ON CONFLICT DO NOTHING`,
     [slotKeys(lock).map(storedKey), texts],
-    true,
   );
 }
 
@@ -168,17 +168,32 @@ export async function waitForSlot(
   }
 }
 
-/**
- * A leaving sharer deletes the rows only when no one else holds the key's row or waits for it:
- * its own share lock raised to `FOR UPDATE`, skipping a row that others (or a queued writer)
- * hold; otherwise the rows stay for them, and the last of them deletes them. A counted holder
- * deletes its own slot row in any case (it holds it), and, as the last, the free ones.
- */
-export async function deleteIfLastSharer(
+/** PostgreSQL, a counted holder leaving: deletes its own slot row (it holds it) in its transaction. */
+export async function deleteSlotRow(
   db: SqlDatabase,
   runner: SqlRunner,
   lock: SessionLock,
   slot: number,
+): Promise<void> {
+  await runner.query(
+    `DELETE FROM ${db.table} WHERE lock_key = $1`,
+    [storedKey(slotKeys(lock)[slot])],
+    true,
+  );
+}
+
+/**
+ * Run by every sharer once it shares the key no more (after its release's commit, or the
+ * rollback of a take that shared the key's row for a moment and gave up): deletes the key's row
+ * and the free slot rows of its count if no one holds the key's row or waits for it (locked
+ * `FOR UPDATE SKIP LOCKED`, so it never waits). Of the sharers that leave together, the last
+ * one's tidy finds no one left, so no row outlives them; a newcomer tidies after itself in turn.
+ * PostgreSQL: one statement; MariaDB: a transaction of its own (the check and the delete are two).
+ */
+export async function tidyIfUnused(
+  db: SqlDatabase,
+  runner: SqlRunner,
+  lock: SessionLock,
 ): Promise<void> {
   const { key } = lock;
   if (db.dialect.family === 'postgres') {
@@ -186,20 +201,22 @@ export async function deleteIfLastSharer(
     await runner.query(
       `WITH mine AS (SELECT lock_key FROM ${db.table} WHERE lock_key = $1 FOR UPDATE SKIP LOCKED)
        DELETE FROM ${db.table} WHERE lock_key IN (SELECT lock_key FROM mine)
-          OR lock_key = $3
           OR (EXISTS (SELECT 1 FROM mine) AND lock_key IN (SELECT lock_key FROM ${db.table} WHERE lock_key = ANY($2::bpchar[]) FOR UPDATE SKIP LOCKED))`,
-      [storedKey(key), slots, slots[slot] ?? null],
+      [storedKey(key), slots],
       true,
     );
     return;
   }
+  await runner.startTransaction();
   const mine = await runner.query(
     `SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR UPDATE SKIP LOCKED`,
     [storedKey(key)],
     true,
   );
-  if (mine.records.length === 0) return;
-  await runner.query(`DELETE FROM ${db.table} WHERE lock_key = ?`, [storedKey(key)], true);
+  if (mine.records.length > 0) {
+    await runner.query(`DELETE FROM ${db.table} WHERE lock_key = ?`, [storedKey(key)], true);
+  }
+  await runner.commitTransaction();
 }
 
 /**

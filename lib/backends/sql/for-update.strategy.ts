@@ -24,13 +24,14 @@ import type { SessionHolders } from './sql-lock-strategy';
 import type { SqlFamily } from './sql-dialect';
 import {
   checkAgreement,
-  deleteIfLastSharer,
+  deleteSlotRow,
   endSharers,
   isShared,
   lockFreeSlot,
   lockRowShared,
   makeSlotRows,
   sharingHolders,
+  tidyIfUnused,
   waitForSlot,
   type RowLock,
 } from './for-update-sharing';
@@ -145,10 +146,11 @@ export class ForUpdateStrategy implements SessionStrategy {
     const mutex = mode === 'exclusive' && lock.permits === 1;
     let held = false;
     let inTransaction = false;
+    /** This take share-locked the key's row (and so may have kept its last holder from tidying). */
+    let shared = false;
     if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs, waitMs);
     try {
       if (!(await makeRow(db, runner, key))) return ['busy', 0];
-      if (lock.permits > 1) await makeSlotRows(db, runner, lock);
       // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
       // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ),
       // and on InnoDB lock no gap that would stop other keys' rows from being made.
@@ -161,10 +163,12 @@ export class ForUpdateStrategy implements SessionStrategy {
       const outcome = mutex
         ? await lockRow(db, runner, key, wait)
         : await lockRowShared(db, runner, lock, wait);
+      shared = !mutex && (outcome === 'locked' || outcome === 'stand-back');
       // The failed NOWAIT ended the transaction's use: the check goes on a pooled connection.
       if (outcome === 'busy' && mutex && waitMs <= 0) await checkAgreement(db, lock);
       if (outcome !== 'locked') return [outcome, 0];
       if (!mutex) await checkAgreement(db, lock, runner);
+      if (lock.permits > 1) await makeSlotRows(db, lock);
       let slot = lock.permits > 1 ? await lockFreeSlot(db, runner, lock) : 0;
       if (slot === null && waitMs > 0) {
         // All held: wait in the lock queue for one slot row after another, briefly each.
@@ -181,6 +185,7 @@ export class ForUpdateStrategy implements SessionStrategy {
       // session left in its transaction must never go back to the pool.
       if (!held) {
         if (inTransaction) await runner.rollbackTransaction();
+        if (shared) await tidyIfUnused(db, runner, lock);
         if (!postgres) await restoreMysql(db, runner, key, mode);
       }
     }
@@ -191,15 +196,19 @@ export class ForUpdateStrategy implements SessionStrategy {
     // The marker goes first: it never outlives the row lock it names.
     if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key, mode);
     if (mode === 'shared' || hold.permits > 1) {
-      await deleteIfLastSharer(db, runner, hold, hold.slot);
-    } else {
-      // Deleted by the holder, in its transaction: the row lock guards it until the commit.
-      await runner.query(
-        db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
-        [storedKey(key)],
-        true,
-      );
+      // A sharer deletes its slot row (it holds it) and, once it shares the key no more, the
+      // key's rows if no one else does: see tidyIfUnused.
+      if (hold.permits > 1) await deleteSlotRow(db, runner, hold, hold.slot);
+      await runner.commitTransaction();
+      await tidyIfUnused(db, runner, hold);
+      return true;
     }
+    // Deleted by the holder, in its transaction: the row lock guards it until the commit.
+    await runner.query(
+      db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
+      [storedKey(key)],
+      true,
+    );
     await runner.commitTransaction();
     return true;
   }
