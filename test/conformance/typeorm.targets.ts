@@ -9,7 +9,7 @@ import type { ConformanceTarget } from './lock-conformance';
 /**
  * What each strategy is: the table a lease row that expires by itself, polled; for-update a row
  * lock held by a connection's open transaction, waited for in the database's own lock queue;
- * advisory a session lock of a connection, polled (no queue the engine can wait in).
+ * advisory a session lock of a connection, polled on MariaDB (see ON_POSTGRES).
  */
 const CAPABILITIES = {
   table: { leaseBased: true, fencing: true, waiting: 'queue', shared: false, permits: false },

@@ -108,10 +108,10 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
     }
     if (config.maxWaitingConnections !== undefined) {
       checkWaitingConnections(config.maxWaitingConnections, `${field}.maxWaitingConnections`);
-      if (strategy !== 'for-update') {
+      if (strategy === 'table') {
         throw new LockConfigError(
           `${field}.maxWaitingConnections`,
-          'applies to strategy "for-update" only (the one whose waiters wait in the database on a connection)',
+          'applies to strategies "for-update" and "advisory" (on PostgreSQL), whose waiters wait in the database on a connection',
         );
       }
     }
