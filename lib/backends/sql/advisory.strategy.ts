@@ -225,8 +225,9 @@ export class AdvisoryStrategy implements SessionStrategy {
         return slot;
       }
     } catch (err) {
-      if (bounded && isLockBusy(err)) return null;
-      throw err;
+      if (!bounded || !isLockBusy(err)) throw err;
+      await runner.query(`SELECT ${this.restoreAll(db)}`, [], true);
+      return null;
     }
   }
 
