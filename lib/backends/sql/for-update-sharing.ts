@@ -17,8 +17,8 @@ import type { SqlRunner } from './typeorm-types';
  * carries their N), MariaDB a reader the lowest free of 1024 numbered markers (user-level
  * locks). Registrations go with the transaction or session, and tell the checks, `isLocked`,
  * `inspect` and `forceRelease` who shares the key. A counted holder's slot is one of N slot
- * rows (made as needed, deleted by the last sharer), locked `FOR UPDATE SKIP LOCKED`, lowest
- * first.
+ * rows (made as needed, left by their holders for the next, deleted by the last sharer), locked
+ * `FOR UPDATE SKIP LOCKED`, lowest first.
  */
 
 /**
@@ -144,7 +144,7 @@ export async function lockFreeSlot(
 /**
  * PostgreSQL, a counted holder sharing the key's row that found no free slot: waits for slot
  * `slot`'s row in the lock queue for at most `waitMs`; `true` when it got it. Anything else
- * (the wait ran out, the row was deleted by its last sharer) leaves the transaction to be rolled
+ * (the wait ran out, the row is missing) leaves the transaction to be rolled
  * back and the take tried again. No deadlock: a releasing holder waits for no one.
  */
 export async function waitForSlot(
@@ -166,20 +166,6 @@ export async function waitForSlot(
     if (isLockBusy(err) || isDeadlock(err)) return false;
     throw db.explain(err);
   }
-}
-
-/** PostgreSQL, a counted holder leaving: deletes its own slot row (it holds it) in its transaction. */
-export async function deleteSlotRow(
-  db: SqlDatabase,
-  runner: SqlRunner,
-  lock: SessionLock,
-  slot: number,
-): Promise<void> {
-  await runner.query(
-    `DELETE FROM ${db.table} WHERE lock_key = $1`,
-    [storedKey(slotKeys(lock)[slot])],
-    true,
-  );
 }
 
 /**

@@ -24,7 +24,6 @@ import type { SessionHolders } from './sql-lock-strategy';
 import type { SqlFamily } from './sql-dialect';
 import {
   checkAgreement,
-  deleteSlotRow,
   endSharers,
   isShared,
   lockFreeSlot,
@@ -168,8 +167,13 @@ export class ForUpdateStrategy implements SessionStrategy {
       if (outcome === 'busy' && mutex && waitMs <= 0) await checkAgreement(db, lock);
       if (outcome !== 'locked') return [outcome, 0];
       if (!mutex) await checkAgreement(db, lock, runner);
-      if (lock.permits > 1) await makeSlotRows(db, lock);
       let slot = lock.permits > 1 ? await lockFreeSlot(db, runner, lock) : 0;
+      if (slot === null) {
+        // Slot rows exist while the key is shared (their holders leave them for the next);
+        // the first sharer, or one after the last left, makes the missing ones.
+        await makeSlotRows(db, lock);
+        slot = await lockFreeSlot(db, runner, lock);
+      }
       if (slot === null && waitMs > 0) {
         // All held: wait in the lock queue for one slot row after another, briefly each.
         const next = attempt % lock.permits;
@@ -196,9 +200,8 @@ export class ForUpdateStrategy implements SessionStrategy {
     // The marker goes first: it never outlives the row lock it names.
     if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key, mode);
     if (mode === 'shared' || hold.permits > 1) {
-      // A sharer deletes its slot row (it holds it) and, once it shares the key no more, the
-      // key's rows if no one else does: see tidyIfUnused.
-      if (hold.permits > 1) await deleteSlotRow(db, runner, hold, hold.slot);
+      // A slot row stays for the next holder (one waiting for it gets it at the commit); once
+      // this sharer shares the key no more, the key's rows go if no one else uses them.
       await runner.commitTransaction();
       await tidyIfUnused(db, runner, hold);
       return true;
