@@ -160,7 +160,8 @@ export interface TypeormBackendConfig {
    */
   sessionTimeout?: number;
   /**
-   * `for-update` only: how many connections may wait in the database for a busy lock at once
+   * `for-update`, and `advisory` on PostgreSQL (whose waiters wait in its lock queue): how many
+   * connections may wait in the database for a busy lock at once
    * (a whole number, at most the pool size minus two; default a quarter of the pool, at least
    * one, so a pool of 10 lends 2). A waiting connection is pinned for the whole wait, so this
    * bounds what waiting takes from the pool: the rest stays for holders and ordinary queries.

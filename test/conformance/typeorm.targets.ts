@@ -9,7 +9,7 @@ import type { ConformanceTarget } from './lock-conformance';
 /**
  * What each strategy is: the table a lease row that expires by itself, polled; for-update a row
  * lock held by a connection's open transaction, waited for in the database's own lock queue;
- * advisory a session lock of a connection, polled (no queue the engine can wait in).
+ * advisory a session lock of a connection, polled on MariaDB (see ON_POSTGRES).
  */
 const CAPABILITIES = {
   table: { leaseBased: true, fencing: true, waiting: 'queue', shared: false, permits: false },
@@ -17,11 +17,21 @@ const CAPABILITIES = {
     leaseBased: false,
     fencing: true,
     waiting: 'queue',
-    shared: false,
+    shared: true,
     permits: false,
   },
   advisory: { leaseBased: false, fencing: true, waiting: 'poll', shared: false, permits: false },
 } as const satisfies Record<string, ConformanceTarget['capabilities']>;
+
+/**
+ * Where a strategy does more on one database: PostgreSQL advisory locks have a share mode and a
+ * lock queue (shared and counted locks, waiting in the database); MariaDB's GET_LOCK has neither.
+ * Counted for-update locks are built on PostgreSQL only (their holders register in pg_locks).
+ */
+const ON_POSTGRES: Partial<Record<string, ConformanceTarget['capabilities']>> = {
+  'for-update': { ...CAPABILITIES['for-update'], permits: true },
+  advisory: { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },
+};
 
 /**
  * A typeorm conformance target: its own table (created by the backend on first use), dropped
@@ -56,7 +66,8 @@ export function typeormTarget(
         },
       };
     },
-    capabilities: CAPABILITIES[strategy],
+    capabilities:
+      (kind === 'postgres' ? ON_POSTGRES[strategy] : undefined) ?? CAPABILITIES[strategy],
     // table renews every due lease in a few statements; a session lock's renewal probes its own
     // pinned connection, one round trip per lock whatever is batched
     batchedRenewal: strategy === 'table',

@@ -16,14 +16,24 @@ export interface HoldArgs {
   options: LockModuleOptions;
   key: string;
   ttl: number;
+  /** How the lock shares its key (default: a mutex). */
+  mode?: 'exclusive' | 'shared';
+  permits?: number;
 }
 
 async function main(args: HoldArgs): Promise<void> {
   @Module({ imports: [LockModule.forRoot(args.options)] })
   class HoldModule {}
   const app = await NestFactory.createApplicationContext(HoldModule, { logger: ['error', 'warn'] });
-  const lock = await app.get(LockService).acquire(args.key, { ttl: args.ttl, waitTimeout: 10_000 });
-  process.stdout.write(`${JSON.stringify({ token: lock.token, fence: lock.fence })}\n`);
+  const lock = await app.get(LockService).acquire(args.key, {
+    ttl: args.ttl,
+    waitTimeout: 10_000,
+    ...(args.mode ? { mode: args.mode } : {}),
+    ...(args.permits ? { permits: args.permits } : {}),
+  });
+  process.stdout.write(
+    `${JSON.stringify({ token: lock.token, fence: lock.fence, permit: lock.permit })}\n`,
+  );
   // Stay alive (the lock's timers do not keep the process up by design).
   setInterval(() => undefined, 1_000);
 }

@@ -9,7 +9,7 @@ import { spawnTsWorker } from './ts-worker';
 export interface HolderProcess {
   child: ChildProcess;
   /** What the holder printed once it held the lock. */
-  held: { token: string; fence: number | null };
+  held: { token: string; fence: number | null; permit: number };
   /** Resolves when the process has exited (after a kill). */
   exited: Promise<void>;
 }

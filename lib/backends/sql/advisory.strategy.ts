@@ -1,7 +1,17 @@
 import { createHash } from 'node:crypto';
+import { monotonicNow } from '../../core/shared/clock';
+import { isLockBusy } from './driver-errors';
+import { permitsDisagreement } from './permits-disagreement';
 import { connectionAnswers } from './pinned-connections';
-import type { SessionStrategy } from './sql-lock-strategy';
+import type {
+  SessionCapabilities,
+  SessionHold,
+  SessionHolders,
+  SessionLock,
+  SessionStrategy,
+} from './sql-lock-strategy';
 import { truthy, type SqlDatabase } from './sql-database';
+import type { SqlFamily } from './sql-dialect';
 import { pgHasIdleSessionTimeout } from './sql-server';
 import {
   boundMysqlSession,
@@ -13,7 +23,20 @@ import {
 import type { SqlRunner } from './typeorm-types';
 
 /** Postgres: the session's `idle_session_timeout` back to what `RESET` would give it. */
-const PG_RESTORE_IDLE_TIMEOUT = `set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false)`;
+const PG_RESTORE_IDLE_TIMEOUT = pgRestore('idle_session_timeout');
+/** Postgres: the session's `lock_timeout` back to what `RESET` would give it. */
+const PG_RESTORE_LOCK_TIMEOUT = pgRestore('lock_timeout');
+/** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
+const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
+/**
+ * A counted lock's slot ids encode its `permits` (slot i of N: `N * SLOT_SPACE + i`), so
+ * holders that disagree about N are told apart in `pg_locks`; above `MAX_PERMITS` (1024).
+ */
+const SLOT_SPACE = 2_048;
+/** A counted waiter waits for one slot at a time for at most this long, then looks at all, ms. */
+const SLOT_WAIT_MAX_MS = 500;
+/** ... starting with this long (doubling), ms. */
+const SLOT_WAIT_MIN_MS = 20;
 
 /**
  * `strategy: 'advisory'`: Postgres `pg_try_advisory_lock` on a 64-bit hash of the key, or
@@ -22,32 +45,243 @@ const PG_RESTORE_IDLE_TIMEOUT = `set_config('idle_session_timeout', (SELECT rese
  * Hashing means two different keys can collide (2^-64 per pair on Postgres, 2^-240 on MariaDB):
  * a collision makes them exclude each other, never lets two holders in. Session advisory
  * locks do not survive PgBouncer transaction pooling: connect directly or in session mode.
- * Waiting is the engine's polling with backoff.
+ *
+ * Postgres also grants shared and counted locks, and waits in its own lock queue: a reader holds
+ * the key's lock in share mode (`pg_advisory_lock_shared`), a writer in exclusive mode, and
+ * the lock manager queues a new request behind a conflicting waiting one, so a waiting writer
+ * keeps new readers out (writer preference: a try fails as well). A counted lock of N holds the
+ * lowest free of N slot locks (two-int ids: a 32-bit hash of the key, `N * 2048 + slot`) and
+ * the key's lock in share mode, which keeps writers and mutexes out. Readers and counted
+ * holders both share the key's lock, so each checks `pg_locks` after taking it: a reader
+ * beside counted holders, or counted holders of another N, or a counted lock beside a writer,
+ * is refused (LockConfigError, permits) rather than over-admitted. Of two such requests taking
+ * at once, the later one's check sees the earlier (each checks only once it holds).
+ *
+ * MariaDB/MySQL `GET_LOCK` is exclusive only and the server cannot list the names a key's
+ * counted holders took without a statement per possible count, so there it is a mutex only
+ * (shared and counted requests are refused by the engine); waiting is the engine's polling.
  *
  * The server ends a holder it stops hearing from after `sessionTimeoutMs`: Postgres 14+
- * `idle_session_timeout`, set in the very statement that takes the lock (and only if it does),
- * MariaDB/MySQL `wait_timeout`, set before it; both are given back at release.
+ * `idle_session_timeout`, set with the statement that takes the lock (before a wait, so a
+ * waiter that is granted after its process vanished is ended too), MariaDB/MySQL
+ * `wait_timeout`, set before it; both are given back at release.
  */
 export class AdvisoryStrategy implements SessionStrategy {
   readonly kind = 'session';
-  readonly waitsInDatabase = false;
 
   constructor(private readonly sessionTimeoutMs: number) {}
 
-  async take(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
-    if (db.dialect.family === 'postgres') {
-      if (!pgHasIdleSessionTimeout(db.server)) {
-        return query(runner, `SELECT pg_try_advisory_lock($1::bigint) AS ok`, [advisoryKey64(key)]);
+  supports(family: SqlFamily): SessionCapabilities {
+    const postgres = family === 'postgres';
+    return { shared: postgres, permits: postgres, waitsInDatabase: postgres };
+  }
+
+  async take(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    waitMs: number,
+  ): Promise<number | null> {
+    if (db.dialect.family !== 'postgres') {
+      return (await this.takeMysql(runner, lock.key)) ? 0 : null;
+    }
+    if (lock.permits > 1) return this.takeSlot(db, runner, lock, waitMs);
+    if (waitMs > 0) return (await this.waitPg(db, runner, lock, waitMs)) ? 0 : null;
+    if (lock.mode === 'shared') return (await this.tryShared(db, runner, lock)) ? 0 : null;
+    if (await this.tryExclusive(db, runner, lock.key)) return 0;
+    // Busy: a key that counted holders share is refused rather than waited for in vain.
+    if (await hasSlotHolders(db, lock.key)) throw permitsDisagreement(lock);
+    return null;
+  }
+
+  /** The mutex's own statement (unchanged): the bound is set exactly when the lock is taken. */
+  private async tryExclusive(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+    if (!pgHasIdleSessionTimeout(db.server)) {
+      return query(runner, `SELECT pg_try_advisory_lock($1::bigint) AS ok`, [advisoryKey64(key)]);
+    }
+    // One statement: the bound is set exactly when the lock is taken, so a failed try leaves
+    // the pooled connection as it was, and a holder that never hears back is bounded too.
+    const result = await runner.query(
+      `SELECT CASE WHEN pg_try_advisory_lock($1::bigint) THEN set_config('idle_session_timeout', $2, false) END AS bound`,
+      [advisoryKey64(key), pgMilliseconds(this.sessionTimeoutMs)],
+      true,
+    );
+    return result.records[0]?.bound != null;
+  }
+
+  /** A reader's try: share mode (refused while a writer holds or waits), then the check. */
+  private async tryShared(db: SqlDatabase, runner: SqlRunner, lock: SessionLock): Promise<boolean> {
+    const id = advisoryKey64(lock.key);
+    if (!(await query(runner, `SELECT pg_try_advisory_lock_shared($1::bigint) AS ok`, [id]))) {
+      return false;
+    }
+    await this.checkReader(db, runner, lock, true);
+    return true;
+  }
+
+  /**
+   * Postgres, a mutex, writer or reader that may wait: in the lock manager's queue, for at most
+   * `waitMs` (`lock_timeout`), the session bound set first. A writer is refused at once when
+   * counted holders share the key; a reader is checked once granted. `false` when the wait ran
+   * out (the session's settings given back).
+   */
+  private async waitPg(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    waitMs: number,
+  ): Promise<boolean> {
+    const id = advisoryKey64(lock.key);
+    if (lock.mode === 'exclusive' && (await hasSlotHolders(db, lock.key))) {
+      throw permitsDisagreement(lock);
+    }
+    await this.boundWait(db, runner, waitMs);
+    try {
+      const fn = lock.mode === 'shared' ? 'pg_advisory_lock_shared' : 'pg_advisory_lock';
+      await runner.query(`SELECT ${fn}($1::bigint) AS ok`, [id], true);
+    } catch (err) {
+      if (!isLockBusy(err)) throw err;
+      await runner.query(`SELECT ${this.restoreAll(db)}`, [], true);
+      return false;
+    }
+    if (lock.mode === 'shared') await this.checkReader(db, runner, lock, false);
+    else await runner.query(`SELECT ${PG_RESTORE_LOCK_TIMEOUT}`, [], true);
+    return true;
+  }
+
+  /**
+   * A reader that holds the key's lock in share mode: refused (lock given back) if counted
+   * holders share it too. In the same statement the session gets its bound (`bind`, after a
+   * try) or its `lock_timeout` back (after a wait).
+   */
+  private async checkReader(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    bind: boolean,
+  ): Promise<void> {
+    const [classid] = slotIds(lock.key, 1, 0);
+    const settings = bind ? this.bindSql(db, 2) : `, ${PG_RESTORE_LOCK_TIMEOUT}`;
+    const params: unknown[] = [classid];
+    if (bind && pgHasIdleSessionTimeout(db.server))
+      params.push(pgMilliseconds(this.sessionTimeoutMs));
+    const result = await runner.query(
+      `SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE ${pgSlotsOf('l', '$1')}) AS counted${settings}`,
+      params,
+      true,
+    );
+    if (!truthy(result.records[0]?.counted)) return;
+    await runner.query(
+      `SELECT pg_advisory_unlock_shared($1::bigint) AS ok, ${this.restoreAll(db)}`,
+      [advisoryKey64(lock.key)],
+      true,
+    );
+    throw permitsDisagreement(lock);
+  }
+
+  /**
+   * Postgres, a counted lock: the lowest free slot, then the key's lock in share mode, then the
+   * check that every holder asked the same N. With a wait, while no slot is free it waits for
+   * one slot after another in the lock queue (a short `lock_timeout` each, growing), looking at
+   * all of them between waits: the lock manager has no "any of these" wait.
+   */
+  private async takeSlot(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    waitMs: number,
+  ): Promise<number | null> {
+    const deadline = monotonicNow() + waitMs;
+    const bounded = waitMs > 0;
+    if (bounded) await this.boundWait(db, runner, Math.min(waitMs, SLOT_WAIT_MIN_MS));
+    try {
+      for (let attempt = 0; ; attempt++) {
+        const free = await runner.query(
+          `SELECT i AS slot FROM generate_series(0, $2::int - 1) i WHERE pg_try_advisory_lock($1::int, $3::int + i) LIMIT 1`,
+          [slotIds(lock.key, lock.permits, 0)[0], lock.permits, lock.permits * SLOT_SPACE],
+          true,
+        );
+        let slot: number | null = free.records.length > 0 ? Number(free.records[0].slot) : null;
+        const left = deadline - monotonicNow();
+        if (slot === null && bounded && left > 0) {
+          slot = attempt % lock.permits;
+          const chunk = Math.min(left, SLOT_WAIT_MAX_MS, SLOT_WAIT_MIN_MS * 2 ** attempt);
+          try {
+            await runner.query(
+              `SELECT set_config('lock_timeout', $3, false), pg_advisory_lock($1::int, $2::int) AS ok`,
+              [...slotIds(lock.key, lock.permits, slot), pgMilliseconds(chunk)],
+              true,
+            );
+          } catch (err) {
+            if (!isLockBusy(err)) throw err;
+            continue;
+          }
+        }
+        if (slot === null) {
+          if (bounded) await runner.query(`SELECT ${this.restoreAll(db)}`, [], true);
+          return null;
+        }
+        await this.joinSlotHolders(db, runner, lock, slot, bounded);
+        return slot;
       }
-      // One statement: the bound is set exactly when the lock is taken, so a failed try leaves
-      // the pooled connection as it was, and a holder that never hears back is bounded too.
+    } catch (err) {
+      if (!bounded || !isLockBusy(err)) throw err;
+      await runner.query(`SELECT ${this.restoreAll(db)}`, [], true);
+      return null;
+    }
+  }
+
+  /**
+   * A counted holder that got slot `slot`: shares the key's lock (a writer or mutex holding or
+   * awaiting it disagrees), then checks that no other holder asked another N (a slot of another
+   * count, or a reader: the key's lock shared by a session holding no slot of the key). Any
+   * disagreement gives back what it took and refuses.
+   */
+  private async joinSlotHolders(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    slot: number,
+    waited: boolean,
+  ): Promise<void> {
+    const id = advisoryKey64(lock.key);
+    const [classid, objid] = slotIds(lock.key, lock.permits, slot);
+    const [keyClass, keyObj] = pgLockIds(lock.key);
+    const shared = await query(runner, `SELECT pg_try_advisory_lock_shared($1::bigint) AS ok`, [
+      id,
+    ]);
+    let agreed = false;
+    if (shared) {
+      const settings = waited ? `, ${PG_RESTORE_LOCK_TIMEOUT}` : this.bindSql(db, 6);
+      const params: unknown[] = [
+        classid,
+        lock.permits * SLOT_SPACE,
+        (lock.permits + 1) * SLOT_SPACE,
+        keyClass,
+        keyObj,
+      ];
+      if (!waited && pgHasIdleSessionTimeout(db.server))
+        params.push(pgMilliseconds(this.sessionTimeoutMs));
       const result = await runner.query(
-        `SELECT CASE WHEN pg_try_advisory_lock($1::bigint) THEN set_config('idle_session_timeout', $2, false) END AS bound`,
-        [advisoryKey64(key), pgMilliseconds(this.sessionTimeoutMs)],
+        `SELECT NOT EXISTS (SELECT 1 FROM pg_locks l WHERE ${pgSlotsOf('l', '$1')} AND (l.objid < $2 OR l.objid >= $3))
+            AND NOT EXISTS (SELECT 1 FROM pg_locks k WHERE k.${PG_LOCK_OF.replace('?', '$4').replace('?', '$5')} AND k.mode = 'ShareLock'
+                  AND NOT EXISTS (SELECT 1 FROM pg_locks s WHERE s.pid = k.pid AND ${pgSlotsOf('s', '$1')})) AS agreed${settings}`,
+        params,
         true,
       );
-      return result.records[0]?.bound != null;
+      agreed = truthy(result.records[0]?.agreed);
     }
+    if (agreed) return;
+    await runner.query(
+      `SELECT ${shared ? 'pg_advisory_unlock_shared($3::bigint), ' : ''}pg_advisory_unlock($1::int, $2::int) AS ok, ${this.restoreAll(db)}`,
+      shared ? [classid, objid, id] : [classid, objid],
+      true,
+    );
+    throw permitsDisagreement(lock);
+  }
+
+  /** MariaDB/MySQL: the mutex's `GET_LOCK`, the session bounded first (restored on failure). */
+  private async takeMysql(runner: SqlRunner, key: string): Promise<boolean> {
     await boundMysqlSession(runner, this.sessionTimeoutMs);
     let taken = false;
     try {
@@ -59,22 +293,64 @@ export class AdvisoryStrategy implements SessionStrategy {
   }
 
   /**
+   * Postgres, before a wait in the lock queue: `lock_timeout` (the wait's bound) and the
+   * session's bound, in one statement.
+   */
+  private async boundWait(db: SqlDatabase, runner: SqlRunner, waitMs: number): Promise<void> {
+    const lockTimeout = waitMs > MAX_PG_LOCK_TIMEOUT_MS ? '0' : pgMilliseconds(waitMs);
+    const params: unknown[] = [lockTimeout];
+    if (pgHasIdleSessionTimeout(db.server)) params.push(pgMilliseconds(this.sessionTimeoutMs));
+    await runner.query(
+      `SELECT set_config('lock_timeout', $1, false)${this.bindSql(db, 2)}`,
+      params,
+      true,
+    );
+  }
+
+  /** `, set_config('idle_session_timeout', $n, false)` where the server has it (PostgreSQL 14+). */
+  private bindSql(db: SqlDatabase, n: number): string {
+    return pgHasIdleSessionTimeout(db.server)
+      ? `, set_config('idle_session_timeout', $${n}, false)`
+      : '';
+  }
+
+  /** Both settings a Postgres take may have changed, back to their defaults. */
+  private restoreAll(db: SqlDatabase): string {
+    return pgHasIdleSessionTimeout(db.server)
+      ? `${PG_RESTORE_LOCK_TIMEOUT}, ${PG_RESTORE_IDLE_TIMEOUT}`
+      : PG_RESTORE_LOCK_TIMEOUT;
+  }
+
+  /**
    * Postgres: the lock lives with the session, so the connection answering is proof enough;
    * MariaDB can say who holds the name, so ask.
    */
-  async probe(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+  async probe(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
     if (db.dialect.family === 'postgres') return connectionAnswers(runner);
-    return query(runner, 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS ok', [advisoryLockName(key)]);
+    return query(runner, 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS ok', [
+      advisoryLockName(hold.key),
+    ]);
   }
 
-  async release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+  async release(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
     if (db.dialect.family === 'postgres') {
-      const restore = pgHasIdleSessionTimeout(db.server) ? `, ${PG_RESTORE_IDLE_TIMEOUT}` : '';
-      return query(runner, `SELECT pg_advisory_unlock($1::bigint) AS ok${restore}`, [
-        advisoryKey64(key),
-      ]);
+      const restore = `, ${this.restoreAll(db)}`;
+      const id = advisoryKey64(hold.key);
+      if (hold.permits > 1) {
+        // The key's share first, the slot after: a counted holder never shares the key without
+        // a slot, which another's check would take for a reader.
+        return query(
+          runner,
+          `SELECT pg_advisory_unlock_shared($3::bigint) AND pg_advisory_unlock($1::int, $2::int) AS ok${restore}`,
+          [...slotIds(hold.key, hold.permits, hold.slot), id],
+        );
+      }
+      const fn = hold.mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
+      return query(runner, `SELECT ${fn}($1::bigint) AS ok${restore}`, [id]);
     }
-    const released = await query(runner, 'SELECT RELEASE_LOCK(?) AS ok', [advisoryLockName(key)]);
+    const released = await query(runner, 'SELECT RELEASE_LOCK(?) AS ok', [
+      advisoryLockName(hold.key),
+    ]);
     await runner.query(`SET ${MYSQL_RESTORE_SESSION}`, [], true);
     return released;
   }
@@ -92,12 +368,53 @@ export class AdvisoryStrategy implements SessionStrategy {
     return truthy(result.records[0]?.used);
   }
 
-  /** Ends the session holding the lock, looked up and ended by the server in one statement. */
+  /** Postgres: requests for the key's lock or its slots waiting in the lock queue. */
+  async waiting(db: SqlDatabase, key: string): Promise<number | undefined> {
+    if (db.dialect.family !== 'postgres') return undefined;
+    const result = await db.exec(
+      `SELECT count(*) AS waiting FROM pg_locks WHERE ${PG_ANY_OF.replace(/\bgranted\b/, 'NOT granted')}`,
+      [...pgLockIds(key), slotIds(key, 1, 0)[0]],
+    );
+    return Number(result.records[0]?.waiting ?? 0);
+  }
+
+  /**
+   * Postgres: the sessions holding the key's lock, their mode, and for a counted lock its N
+   * and slots (from the slot ids). MariaDB: one holder at most.
+   */
+  async holders(db: SqlDatabase, key: string): Promise<SessionHolders | undefined> {
+    if (db.dialect.family !== 'postgres') return undefined;
+    const result = await db.exec(
+      `SELECT pid, mode, objsubid, objid FROM pg_locks WHERE ${PG_ANY_OF}`,
+      [...pgLockIds(key), slotIds(key, 1, 0)[0]],
+    );
+    const rows = result.records as Array<{
+      pid: unknown;
+      mode: unknown;
+      objsubid: unknown;
+      objid: unknown;
+    }>;
+    const keyHolders = rows.filter((r) => Number(r.objsubid) === 1);
+    const slots = rows.filter((r) => Number(r.objsubid) === 2).map((r) => Number(r.objid));
+    const holders = new Set(keyHolders.map((r) => String(r.pid))).size;
+    if (slots.length > 0) {
+      return {
+        holders,
+        mode: 'exclusive',
+        permits: Math.floor(slots[0] / SLOT_SPACE),
+        slots: slots.map((objid) => objid % SLOT_SPACE).sort((a, b) => a - b),
+      };
+    }
+    const shared = keyHolders.some((r) => r.mode === 'ShareLock');
+    return { holders, mode: shared ? 'shared' : 'exclusive', permits: 1 };
+  }
+
+  /** Ends every session holding the lock (or a slot of it), looked up and ended by the server. */
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
     if (db.dialect.family !== 'postgres') return killHolderOf(db, advisoryLockName(key));
     const result = await db.exec(
-      `SELECT ${pgTerminate(db, 'pid')} AS ended FROM pg_locks WHERE ${PG_LOCK_OF}`,
-      [...pgLockIds(key)],
+      `SELECT ${pgTerminate(db, 'pid')} AS ended FROM (SELECT DISTINCT pid FROM pg_locks WHERE ${PG_ANY_OF}) holders`,
+      [...pgLockIds(key), slotIds(key, 1, 0)[0]],
     );
     return result.records.length > 0;
   }
@@ -120,8 +437,54 @@ const PG_LOCK_OF =
 
 /** `classid` and `objid` of `key`'s advisory lock in `pg_locks` (the 64-bit id's two halves). */
 function pgLockIds(key: string): [number, number] {
-  const id = BigInt.asUintN(64, BigInt(advisoryKey64(key)));
-  return [Number(id >> 32n), Number(id & 0xffffffffn)];
+  return pgAdvisoryIds(advisoryKey64(key));
+}
+
+/** `classid` and `objid` of a 64-bit advisory id (a decimal string) in `pg_locks`: its two halves. */
+export function pgAdvisoryIds(id: string): [number, number] {
+  const unsigned = BigInt.asUintN(64, BigInt(id));
+  return [Number(unsigned >> 32n), Number(unsigned & 0xffffffffn)];
+}
+
+/**
+ * The `pg_locks` condition (on rows aliased `alias`) for the granted slot locks of a key's
+ * counted locks, whatever their N, in this database; `param` is the first of {@link slotIds}.
+ */
+function pgSlotsOf(alias: string, param: string): string {
+  return (
+    `${alias}.locktype = 'advisory' AND ${alias}.granted AND ${alias}.objsubid = 2 AND ${alias}.classid = ${param} ` +
+    `AND ${alias}.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+  );
+}
+
+/** Whether counted holders hold slots of `key` now (a mutex or writer then disagrees). */
+async function hasSlotHolders(db: SqlDatabase, key: string): Promise<boolean> {
+  const result = await db.exec(`SELECT 1 AS held FROM pg_locks l WHERE ${pgSlotsOf('l', '?')}`, [
+    slotIds(key, 1, 0)[0],
+  ]);
+  return result.records.length > 0;
+}
+
+/** The key's lock or any of its slots, granted; parameters: {@link pgLockIds}, then the slots' classid. */
+const PG_ANY_OF =
+  `locktype = 'advisory' AND granted ` +
+  `AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) ` +
+  `AND ((objsubid = 1 AND classid = ? AND objid = ?) OR (objsubid = 2 AND classid = ?))`;
+
+/**
+ * The two-int advisory id of slot `slot` of a counted lock of `permits` on `key`: a 31-bit hash
+ * of the key (non-negative, so `pg_locks` shows the same `classid` as the `int` passed; a
+ * collision of two keys makes their slots exclude each other, never admits more), and
+ * `permits * SLOT_SPACE + slot` (`objid`).
+ */
+function slotIds(key: string, permits: number, slot: number): [number, number] {
+  const hash = createHash('sha256').update(key, 'utf8').digest().readUInt32BE(8) & 0x7fffffff;
+  return [hash, permits * SLOT_SPACE + slot];
+}
+
+/** PostgreSQL: `name` back to what `RESET` would give it (the session's default). */
+function pgRestore(name: string): string {
+  return `set_config('${name}', (SELECT reset_val FROM pg_settings WHERE name = '${name}'), false)`;
 }
 
 /** Signed 64-bit advisory key for Postgres (first 8 bytes of SHA-256), as a decimal string. */

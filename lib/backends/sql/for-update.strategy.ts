@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import { monotonicNow } from '../../core/shared/clock';
 import { sleep } from '../../core/shared/timers';
-import type { SessionStrategy } from './sql-lock-strategy';
+import type {
+  SessionCapabilities,
+  SessionHold,
+  SessionLock,
+  SessionStrategy,
+} from './sql-lock-strategy';
 import { isDeadlock, isLockBusy } from './driver-errors';
 import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
@@ -14,14 +19,37 @@ import {
   pgTerminate,
 } from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
+import type { LockMode } from '../../core/contract/lock-backend';
+import type { SessionHolders } from './sql-lock-strategy';
+import type { SqlFamily } from './sql-dialect';
+import {
+  checkAgreement,
+  endSharers,
+  isShared,
+  lockFreeSlot,
+  lockRowShared,
+  makeSlotRows,
+  sharingHolders,
+  tidyIfUnused,
+  waitForSlot,
+  type RowLock,
+} from './for-update-sharing';
 
 /** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
 const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
 /** A try without waiting that finds the row deleted under it tries this many times in all. */
 const NOWAIT_ATTEMPTS = 3;
-
-/** What one locking read found: the row locked, held by another, or deleted by its holder. */
-type RowLock = 'locked' | 'busy' | 'gone';
+/**
+ * A sharer that must stand back (PostgreSQL: a writer queued on the row, or no free slot) looks
+ * again after this long at first, ms (doubling, with jitter) ...
+ */
+const STAND_BACK_MIN_MS = 5;
+/** ... and at most after this long, ms. */
+const STAND_BACK_MAX_MS = 100;
+/** A counted waiter waits for one slot row at a time for at least this long, ms (doubling) ... */
+const SLOT_WAIT_MIN_MS = 20;
+/** ... and at most this long, then looks at all of them again, ms. */
+const SLOT_WAIT_MAX_MS = 500;
 
 /**
  * `strategy: 'for-update'` (Postgres, MariaDB): the pinned connection holds an open transaction
@@ -37,24 +65,60 @@ type RowLock = 'locked' | 'busy' | 'gone';
  * default back at commit), MariaDB `wait_timeout` (restored at release). On MariaDB the holder
  * also takes a user-level lock named after the row (a marker): the server can then say which
  * session holds the row, which InnoDB itself only tells for rows someone waits on.
+ *
+ * `mode: 'shared'`: readers share-lock the row (PostgreSQL `FOR SHARE`, MariaDB `LOCK IN SHARE
+ * MODE`), a writer locks it `FOR UPDATE` as a mutex does. InnoDB queues a new share request
+ * behind a waiting writer (writer preference); PostgreSQL grants it beside other readers however
+ * long a writer has waited, so there a reader that sees a writer queued on the row stands back
+ * and looks again shortly. Counted locks (`permits`, PostgreSQL only): the holder share-locks the
+ * key's row too, then locks the lowest free of N slot rows `FOR UPDATE SKIP LOCKED`; with none
+ * free it stands back and looks again while its wait lasts (the database has no "any of these
+ * rows" wait). Sharers register so the server can tell who they are, and holders that disagree
+ * about `permits` are refused: see for-update-sharing.ts. MariaDB has no counted locks here: a
+ * counted holder of another N could not be told apart without listing every possible marker.
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
-  readonly waitsInDatabase = true;
 
   constructor(private readonly sessionTimeoutMs: number) {}
 
-  async take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean> {
+  supports(family: SqlFamily): SessionCapabilities {
+    return { shared: true, permits: family === 'postgres', waitsInDatabase: true };
+  }
+
+  /**
+   * Locks the key's row (and a slot row), remaking it when its holder deleted it as a wait
+   * ended; a sharer told to stand back tries again after a short pause while its wait lasts.
+   */
+  async take(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    waitMs: number,
+  ): Promise<number | null> {
     const deadline = monotonicNow() + waitMs;
     for (let attempt = 1; ; attempt++) {
-      const outcome = await this.takeOnce(db, runner, key, waitMs);
-      if (outcome !== 'gone') return outcome === 'locked';
+      const [outcome, slot] = await this.takeOnce(db, runner, lock, waitMs, attempt);
+      if (outcome === 'locked') return slot;
+      if (outcome === 'retry') {
+        waitMs = deadline - monotonicNow();
+        if (waitMs <= 0) return null;
+        continue;
+      }
+      if (outcome === 'stand-back') {
+        const pause = Math.min(STAND_BACK_MAX_MS, STAND_BACK_MIN_MS * 2 ** attempt);
+        if (deadline - monotonicNow() <= pause) return null;
+        await sleep(pause * (0.5 + Math.random()));
+        waitMs = deadline - monotonicNow();
+        continue;
+      }
+      if (outcome !== 'gone') return null;
       // The row was deleted by the holder that released it (a wait ends on it then): the key is
       // free. The next attempt makes it again and locks it like any other row.
-      if (waitMs <= 0 && attempt >= NOWAIT_ATTEMPTS) return false;
+      if (waitMs <= 0 && attempt >= NOWAIT_ATTEMPTS) return null;
       if (waitMs > 0) {
         waitMs = deadline - monotonicNow();
-        if (waitMs <= 0) return false;
+        if (waitMs <= 0) return null;
         // MariaDB waits in whole seconds: below one, a last try without waiting
         if (db.dialect.family !== 'postgres' && waitMs < 1_000) waitMs = 0;
       }
@@ -72,37 +136,76 @@ export class ForUpdateStrategy implements SessionStrategy {
   private async takeOnce(
     db: SqlDatabase,
     runner: SqlRunner,
-    key: string,
+    lock: SessionLock,
     waitMs: number,
-  ): Promise<RowLock> {
+    attempt: number,
+  ): Promise<[RowLock, number]> {
+    const { key, mode } = lock;
     const postgres = db.dialect.family === 'postgres';
+    const mutex = mode === 'exclusive' && lock.permits === 1;
     let held = false;
     let inTransaction = false;
+    /** This take share-locked the key's row (and so may have kept its last holder from tidying). */
+    let shared = false;
     if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs, waitMs);
     try {
-      if (!(await makeRow(db, runner, key))) return 'busy';
+      if (!(await makeRow(db, runner, key))) return ['busy', 0];
       // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
       // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ),
       // and on InnoDB lock no gap that would stop other keys' rows from being made.
       await runner.startTransaction(isolationFor(db));
       inTransaction = true;
       if (postgres) await this.boundPgTransaction(runner, waitMs);
-      const outcome = await lockRow(db, runner, key, this.lockMode(postgres, waitMs));
-      held = outcome === 'locked';
-      return outcome;
+      const wait = this.lockMode(postgres, waitMs);
+      // A mutex about to wait for counted holders would wait in vain: refused first.
+      if (mutex && waitMs > 0) await checkAgreement(db, lock, runner);
+      const outcome = mutex
+        ? await lockRow(db, runner, key, wait)
+        : await lockRowShared(db, runner, lock, wait);
+      shared = !mutex && (outcome === 'locked' || outcome === 'stand-back');
+      // The failed NOWAIT ended the transaction's use: the check goes on a pooled connection.
+      if (outcome === 'busy' && mutex && waitMs <= 0) await checkAgreement(db, lock);
+      if (outcome !== 'locked') return [outcome, 0];
+      if (!mutex) await checkAgreement(db, lock, runner);
+      let slot = lock.permits > 1 ? await lockFreeSlot(db, runner, lock) : 0;
+      if (slot === null) {
+        // Slot rows exist while the key is shared (their holders leave them for the next);
+        // the first sharer, or one after the last left, makes the missing ones.
+        await makeSlotRows(db, lock);
+        slot = await lockFreeSlot(db, runner, lock);
+      }
+      if (slot === null && waitMs > 0) {
+        // All held: wait in the lock queue for one slot row after another, briefly each.
+        const next = attempt % lock.permits;
+        const chunk = Math.min(waitMs, SLOT_WAIT_MAX_MS, SLOT_WAIT_MIN_MS * 2 ** attempt);
+        if (!(await waitForSlot(db, runner, lock, next, chunk))) return ['retry', 0];
+        slot = next;
+      }
+      if (slot === null) return ['busy', 0];
+      held = true;
+      return ['locked', slot];
     } finally {
       // A failure here rejects the take, and the backend then discards the connection: a
       // session left in its transaction must never go back to the pool.
       if (!held) {
         if (inTransaction) await runner.rollbackTransaction();
-        if (!postgres) await restoreMysql(db, runner, key);
+        if (shared) await tidyIfUnused(db, runner, lock);
+        if (!postgres) await restoreMysql(db, runner, key, mode);
       }
     }
   }
 
-  async release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean> {
+  async release(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
+    const { key, mode } = hold;
     // The marker goes first: it never outlives the row lock it names.
-    if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key);
+    if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key, mode);
+    if (mode === 'shared' || hold.permits > 1) {
+      // A slot row stays for the next holder (one waiting for it gets it at the commit); once
+      // this sharer shares the key no more, the key's rows go if no one else uses them.
+      await runner.commitTransaction();
+      await tidyIfUnused(db, runner, hold);
+      return true;
+    }
     // Deleted by the holder, in its transaction: the row lock guards it until the commit.
     await runner.query(
       db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
@@ -114,6 +217,7 @@ export class ForUpdateStrategy implements SessionStrategy {
   }
 
   async isLocked(db: SqlDatabase, key: string): Promise<boolean> {
+    if (await isShared(db, key)) return true;
     // A shared row lock that skips locked rows, in one autocommit statement: no row back (for
     // an existing row) means someone holds it FOR UPDATE. Shared locks do not conflict with
     // each other, so concurrent isLocked calls cannot see one another as holders.
@@ -146,9 +250,10 @@ export class ForUpdateStrategy implements SessionStrategy {
       );
       return Number(result.records[0]?.waiting ?? 0);
     }
+    const row = `%FROM ${db.table} WHERE lock_key = '${storedKey(key)}'`;
     const result = await db.exec(
-      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND INFO LIKE ?`,
-      [`%FROM ${db.table} WHERE lock_key = '${storedKey(key)}' FOR UPDATE%`],
+      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND (INFO LIKE ? OR INFO LIKE ?)`,
+      [`${row} FOR UPDATE%`, `${row} LOCK IN SHARE MODE%`],
     );
     return Number(result.records[0]?.waiting ?? 0);
   }
@@ -160,7 +265,10 @@ export class ForUpdateStrategy implements SessionStrategy {
    * holding the row's marker.
    */
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
-    if (db.dialect.family !== 'postgres') return killHolderOf(db, rowMarker(db, key));
+    const readersEnded = await endSharers(db, key);
+    if (db.dialect.family !== 'postgres') {
+      return (await killHolderOf(db, rowMarker(db, key))) || readersEnded;
+    }
     const result = await db.exec(
       `WITH free AS (SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR KEY SHARE SKIP LOCKED)
        SELECT ${pgTerminate(db, 'l.pid')} AS ended
@@ -169,7 +277,12 @@ export class ForUpdateStrategy implements SessionStrategy {
         WHERE t.lock_key = ? AND NOT EXISTS (SELECT 1 FROM free)`,
       [storedKey(key), storedKey(key)],
     );
-    return result.records.length > 0;
+    return result.records.length > 0 || readersEnded;
+  }
+
+  /** The key's sharers (readers, counted holders and their slots); `undefined` for a writer. */
+  holders(db: SqlDatabase, key: string): Promise<SessionHolders | undefined> {
+    return sharingHolders(db, key);
   }
 
   /**
@@ -263,10 +376,24 @@ function isolationFor(db: SqlDatabase): 'READ COMMITTED' | undefined {
 }
 
 /**
- * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours) and gives the
+ * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours; a reader's:
+ * every user-level lock of the session, which holds this lock's marker only) and gives the
  * connection its usual `wait_timeout` back.
  */
-async function restoreMysql(db: SqlDatabase, runner: SqlRunner, key: string): Promise<void> {
+async function restoreMysql(
+  db: SqlDatabase,
+  runner: SqlRunner,
+  key: string,
+  mode: LockMode,
+): Promise<void> {
+  if (mode === 'shared') {
+    await runner.query(
+      `SET ${MYSQL_RESTORE_SESSION}, @ndl_marker_released = RELEASE_ALL_LOCKS()`,
+      [],
+      true,
+    );
+    return;
+  }
   await runner.query(
     `SET ${MYSQL_RESTORE_SESSION}, @ndl_marker_released = RELEASE_LOCK(?)`,
     [rowMarker(db, key)],

@@ -3,6 +3,7 @@ import { monotonicNow } from '../../core/shared/clock';
 import { LockBackendError } from '../../errors/lock.errors';
 import { nextFence } from './fence-counter';
 import type { SqlDatabase } from './sql-database';
+import type { SessionHold } from './sql-lock-strategy';
 import type { SqlDataSource, SqlRunner } from './typeorm-types';
 import { Pulse } from '../../core/shared/wake-up';
 
@@ -10,6 +11,8 @@ import { Pulse } from '../../core/shared/wake-up';
 export interface Pinned {
   readonly key: string;
   readonly token: string;
+  /** What is held: mode, permits and slot (the strategy releases and probes by it). */
+  readonly hold: SessionHold;
   readonly runner: SqlRunner;
   /** The database `runner` belongs to. */
   readonly db: SqlDatabase;
@@ -114,26 +117,27 @@ export class PinnedConnections {
    */
   async grant(
     db: SqlDatabase,
-    key: string,
+    hold: SessionHold,
     token: string,
     runner: SqlRunner,
   ): Promise<LockGrant | null> {
-    const fence = await nextFence(db, key);
+    const fence = await nextFence(db, hold.key);
     const provedAt = monotonicNow();
     if (!(await connectionAnswers(runner))) return null;
-    this.hold(db, key, token, runner, provedAt, fence);
-    return { fence, grantedAt: provedAt };
+    this.record(db, hold, token, runner, provedAt, fence);
+    return { fence, grantedAt: provedAt, permit: hold.slot };
   }
 
   /** Records a held lock and reports it lost the moment its connection dies. */
-  private hold(
+  private record(
     db: SqlDatabase,
-    key: string,
+    hold: SessionHold,
     token: string,
     runner: SqlRunner,
     heardAt: number,
     fence: number,
   ): void {
+    const { key } = hold;
     const connection = runner.databaseConnection as EventSource | undefined;
     const onDeath = (err?: unknown): void => {
       const pinned = this.held.get(slot(key, token));
@@ -152,6 +156,7 @@ export class PinnedConnections {
     this.held.set(slot(key, token), {
       key,
       token,
+      hold,
       runner,
       db,
       fence,

@@ -1,5 +1,6 @@
-import type { GrantRequest, StoreLockInfo } from '../../core/contract/lock-backend';
+import type { GrantRequest, LockMode, StoreLockInfo } from '../../core/contract/lock-backend';
 import type { SqlDatabase } from './sql-database';
+import type { SqlFamily } from './sql-dialect';
 import type { SqlRunner } from './typeorm-types';
 
 /**
@@ -45,6 +46,41 @@ export interface LeaseStrategy extends StrategyBase {
   inspect(db: SqlDatabase, key: string): Promise<StoreLockInfo>;
 }
 
+/** What a session strategy can do on one database family (the backend's capabilities follow). */
+export interface SessionCapabilities {
+  /** Grants `mode: 'shared'` (readers together, a writer alone, writer preference). */
+  readonly shared: boolean;
+  /** Grants `permits` above 1 (each grant with its slot). */
+  readonly permits: boolean;
+  /**
+   * The database can wait for a busy lock itself (`take` with `waitMs > 0`): waiters then queue
+   * in the database (`waiting: 'queue'`) instead of polling.
+   */
+  readonly waitsInDatabase: boolean;
+}
+
+/** One session lock asked for: its key and how it shares it. */
+export interface SessionLock {
+  readonly key: string;
+  readonly mode: LockMode;
+  /** Holders the key admits at once (1: a mutex, or a shared lock). */
+  readonly permits: number;
+}
+
+/** A session lock held on a pinned connection: what was asked for, and the slot it got. */
+export interface SessionHold extends SessionLock {
+  /** `0..permits-1` (0 for a mutex or a shared lock). */
+  readonly slot: number;
+}
+
+/** Who holds a key now, as far as the database can tell (for `inspect`). */
+export interface SessionHolders {
+  readonly holders: number;
+  readonly mode?: LockMode;
+  readonly permits?: number;
+  readonly slots?: readonly number[];
+}
+
 /**
  * A lock that lives as long as one database session: the backend pins a connection for it,
  * draws its fence, watches the connection and gives it back after `release`. The strategy
@@ -54,27 +90,33 @@ export interface LeaseStrategy extends StrategyBase {
  */
 export interface SessionStrategy extends StrategyBase {
   readonly kind: 'session';
+  /** What it can grant on `family`. */
+  supports(family: SqlFamily): SessionCapabilities;
   /**
-   * The database can wait for a busy lock itself (`take` with `waitMs > 0`): waiters then queue
-   * in the database (`waiting: 'queue'`) instead of polling.
+   * Takes `lock` on `runner`, waiting up to `waitMs` in the database (`0`: no wait;
+   * `Infinity`: until granted or the session is ended): the slot `runner` now holds, or `null`
+   * when busy. On `null` or an error the connection is left as it was. Throws
+   * `LockConfigError` (field `permits`, the connection left as it was) when the key's holders
+   * or waiters asked for other `permits`: never over-admitted.
    */
-  readonly waitsInDatabase: boolean;
+  take(
+    db: SqlDatabase,
+    runner: SqlRunner,
+    lock: SessionLock,
+    waitMs: number,
+  ): Promise<number | null>;
   /**
-   * Takes the lock of `key` on `runner`, waiting up to `waitMs` in the database (`0`: no wait;
-   * `Infinity`: until granted or the session is ended): `true` when `runner` now holds it. On
-   * `false` or an error the connection is left as it was.
+   * Whether `runner` still holds `hold`. Absent: the connection answering is proof enough (the
+   * lock lives exactly as long as it). Rejecting means the connection is gone.
    */
-  take(db: SqlDatabase, runner: SqlRunner, key: string, waitMs: number): Promise<boolean>;
+  probe?(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean>;
   /**
-   * Whether `runner` still holds the lock of `key`. Absent: the connection answering is proof
-   * enough (the lock lives exactly as long as it). Rejecting means the connection is gone.
+   * Releases `hold` on `runner`; `false` when it was not held there. Rejecting means the
+   * connection is gone, and the lock with it.
    */
-  probe?(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean>;
-  /**
-   * Releases the lock of `key` held on `runner`; `false` when it was not held there. Rejecting
-   * means the connection is gone, and the lock with it.
-   */
-  release(db: SqlDatabase, runner: SqlRunner, key: string): Promise<boolean>;
-  /** Callers waiting in the database for `key` (strategies that wait there). */
-  waiting?(db: SqlDatabase, key: string): Promise<number>;
+  release(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean>;
+  /** Callers waiting in the database for `key` (`undefined` where they do not wait there). */
+  waiting?(db: SqlDatabase, key: string): Promise<number | undefined>;
+  /** Holders of `key` now, their mode, permits and slots (`undefined`: the database cannot tell). */
+  holders?(db: SqlDatabase, key: string): Promise<SessionHolders | undefined>;
 }

@@ -21,13 +21,20 @@ import {
 } from './pg-release-listener';
 import { connectionAnswers, PinnedConnections, poolSize } from './pinned-connections';
 import type { SqlDatabase } from './sql-database';
-import { storedKey } from './sql-dialect';
+import { storedKey, type SqlFamily } from './sql-dialect';
 import { ReleaseNotices } from './release-notices';
-import type { LeaseStrategy, SessionStrategy, SqlLockStrategy } from './sql-lock-strategy';
+import type {
+  LeaseStrategy,
+  SessionCapabilities,
+  SessionLock,
+  SessionStrategy,
+  SqlLockStrategy,
+} from './sql-lock-strategy';
 import { endSession, sessionIdOf } from './sql-sessions';
 import type { SqlSource } from './sql-source';
 import type { SqlRunner } from './typeorm-types';
 import { sleepUntilWoken } from '../../core/shared/wake-up';
+import { LockConfigError } from '../../errors/lock.errors';
 
 /** MariaDB waits in whole seconds: below one, a waiter polls (NOWAIT) this often, ms (plus jitter). */
 const SUBSECOND_POLL_MS = 25;
@@ -56,6 +63,12 @@ export interface SqlLockBackendOptions {
    * per backend); `false`: they poll with back-off. Default `true`.
    */
   readonly releaseNotifications?: boolean;
+  /**
+   * The database family when the factory knows it already (from the DataSource's type): a
+   * session strategy's capabilities depend on it. Otherwise learned on first use; until then
+   * the backend declares only what every family of the strategy can do.
+   */
+  readonly family?: SqlFamily;
 }
 
 /**
@@ -81,9 +94,13 @@ export interface SqlLockBackendOptions {
  * runs out, or a back-off passes.
  */
 export class SqlLockBackend implements LockBackend {
-  readonly capabilities: LockBackendCapabilities;
-  /** Present for `table` and `for-update` (`waiting: 'queue'`): waits in the key's local line. */
-  readonly acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
+  /**
+   * Present when `capabilities.waiting` is `'queue'` (set again once the database family is
+   * known): waits in the key's local line.
+   */
+  acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
+  /** The line wait `acquire` is while the strategy waits in the store. */
+  readonly #acquire?: (request: QueuedRequest) => Promise<LockGrant | null>;
   /** Present only for session strategies: capped below the server's session timeout. */
   readonly leaseValidity?: (ttlMs: number) => number;
   /**
@@ -109,6 +126,8 @@ export class SqlLockBackend implements LockBackend {
   /** PostgreSQL `table`: made on the first wait (`null`: this database cannot have one). */
   #listener?: PgReleaseListener | null;
   #closed = false;
+  /** The database family, once known (a session strategy's capabilities depend on it). */
+  #family?: SqlFamily;
 
   constructor(
     source: SqlSource,
@@ -124,20 +143,15 @@ export class SqlLockBackend implements LockBackend {
     this.#maxWaitingConnections = options.maxWaitingConnections;
     this.#releaseNotifications = options.releaseNotifications ?? true;
     this.#pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
-    const waitsInDatabase = strategy.kind === 'session' && strategy.waitsInDatabase;
-    this.capabilities = {
-      leaseBased: strategy.kind === 'lease',
-      fencing: true,
-      waiting: waitsInDatabase || strategy.kind === 'lease' ? 'queue' : 'poll',
-      // Shared and counted locks are not built on SQL yet (issue 19): refused by the engine.
-      shared: false,
-      permits: false,
-    };
-    if (waitsInDatabase) this.acquire = (request) => this.waitInLine(request, this.headOfSession);
+    this.#family = options.family;
+    if (strategy.kind === 'session') {
+      this.#acquire = (request) => this.waitInLine(request, this.headOfSession);
+    }
     if (strategy.kind === 'lease') {
-      this.acquire = (request) => this.waitInLine(request, this.headOfLease);
+      this.#acquire = (request) => this.waitInLine(request, this.headOfLease);
       this.extendMany = async (requests) => strategy.renewMany(await source.open(), requests);
     }
+    this.acquire = this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
     if (strategy.kind === 'session') {
       const cap = Math.floor(sessionTimeoutMs * SESSION_VALIDITY_SHARE);
       this.leaseValidity = (ttlMs) => Math.min(ttlMs, cap);
@@ -145,17 +159,40 @@ export class SqlLockBackend implements LockBackend {
   }
 
   /**
-   * One attempt. A session lock (one pinned connection per attempt) answers busy without asking
-   * the database when the key is busy here already: held by this process, waited for in its
-   * line (whose head goes first), or tried by another call right now.
+   * What this backend grants. A session strategy's depend on the database family: until it is
+   * known, only what the strategy can do on every family it runs on (fail closed).
+   */
+  get capabilities(): LockBackendCapabilities {
+    const strategy = this.#strategy;
+    if (strategy.kind === 'lease') {
+      // Shared and counted `table` locks: not built yet (issue 19), refused by the engine.
+      return { leaseBased: true, fencing: true, waiting: 'queue', shared: false, permits: false };
+    }
+    const can = this.sessionCapabilities(strategy);
+    return {
+      leaseBased: false,
+      fencing: true,
+      waiting: can.waitsInDatabase ? 'queue' : 'poll',
+      shared: can.shared,
+      permits: can.permits,
+    };
+  }
+
+  /**
+   * One attempt. A session mutex (one pinned connection per attempt) answers busy without
+   * asking the database when the key is busy here already: held by this process, waited for in
+   * its line (whose head goes first), or tried by another call right now. A shared or counted
+   * request may join holders of this process, so the database decides (behind the line still).
    */
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
-    if (this.#strategy.kind === 'lease') return this.take(await this.#source.open(), request, 0);
+    if (this.#strategy.kind === 'lease') return this.take(await this.open(), request, 0);
     const { key } = request;
-    if (this.#pins.holds(key) || this.#lines.size(key) > 0 || this.#trying.has(key)) return null;
+    if (this.#lines.size(key) > 0) return null;
+    if (!isMutex(request)) return this.take(await this.open(), request, 0);
+    if (this.#pins.holds(key) || this.#trying.has(key)) return null;
     this.#trying.add(key);
     try {
-      return await this.take(await this.#source.open(), request, 0);
+      return await this.take(await this.open(), request, 0);
     } finally {
       this.#trying.delete(key);
     }
@@ -163,18 +200,17 @@ export class SqlLockBackend implements LockBackend {
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
     const strategy = this.#strategy;
-    if (strategy.kind === 'lease')
-      return strategy.renew(await this.#source.open(), key, token, ttlMs);
+    if (strategy.kind === 'lease') return strategy.renew(await this.open(), key, token, ttlMs);
     // The session lock lives as long as the pinned connection: still held if the strategy's
     // probe (by default: the connection answers) says so.
-    return this.#pins.stillHeld(key, token, ({ db, runner }) =>
-      strategy.probe ? strategy.probe(db, runner, key) : connectionAnswers(runner),
+    return this.#pins.stillHeld(key, token, ({ db, runner, hold }) =>
+      strategy.probe ? strategy.probe(db, runner, hold) : connectionAnswers(runner),
     );
   }
 
   async release(key: string, token: string): Promise<boolean> {
     if (this.#strategy.kind === 'lease') {
-      const db = await this.#source.open();
+      const db = await this.open();
       const released = await this.#strategy.release(db, key, token);
       // PostgreSQL: the release statement itself notified the listeners.
       if (released) await this.announce(db, key, db.dialect.family === 'postgres');
@@ -183,7 +219,7 @@ export class SqlLockBackend implements LockBackend {
     const pinned = this.#pins.get(key, token);
     if (!pinned) return false;
     try {
-      return await this.#strategy.release(pinned.db, pinned.runner, key);
+      return await this.#strategy.release(pinned.db, pinned.runner, pinned.hold);
     } catch {
       // The connection is gone, and the lock with it; or it failed half-way and its session
       // may still hold the row (and an open transaction): never hand that to the pool.
@@ -195,7 +231,7 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async isLocked(key: string): Promise<boolean> {
-    return this.#strategy.isLocked(await this.#source.open(), key);
+    return this.#strategy.isLocked(await this.open(), key);
   }
 
   /**
@@ -208,24 +244,31 @@ export class SqlLockBackend implements LockBackend {
    * its next).
    */
   async inspect(key: string): Promise<StoreLockInfo> {
-    const db = await this.#source.open();
+    const db = await this.open();
     const strategy = this.#strategy;
     if (strategy.kind === 'lease') {
       return { ...(await strategy.inspect(db, key)), waiting: this.#lines.size(key) };
     }
-    const [held, counter, inDatabase] = await Promise.all([
+    const [held, counter, inDatabase, holders] = await Promise.all([
       strategy.isLocked(db, key),
       bucketFence(db, key),
       strategy.waiting?.(db, key),
+      strategy.holders?.(db, key),
     ]);
     const waiting =
       inDatabase === undefined ? undefined : inDatabase + this.#lines.waitingHere(key);
     const fence = held ? (this.#pins.fenceOf(key) ?? null) : counter;
-    return { held, fence, holders: held ? 1 : 0, ...(waiting === undefined ? {} : { waiting }) };
+    return {
+      held,
+      fence,
+      holders: held ? 1 : 0,
+      ...(held && holders ? holders : {}),
+      ...(waiting === undefined ? {} : { waiting }),
+    };
   }
 
   async forceRelease(key: string): Promise<boolean> {
-    const db = await this.#source.open();
+    const db = await this.open();
     const freed = await this.#strategy.forceRelease(db, key);
     if (freed && this.#strategy.kind === 'lease') await this.announce(db, key);
     return freed;
@@ -236,7 +279,7 @@ export class SqlLockBackend implements LockBackend {
   }
 
   async ping(): Promise<void> {
-    await (await this.#source.open()).exec('SELECT 1 AS up', []);
+    await (await this.open()).exec('SELECT 1 AS up', []);
   }
 
   async close(): Promise<void> {
@@ -247,7 +290,7 @@ export class SqlLockBackend implements LockBackend {
     // Locks still pinned (a lockAtLeastFor cut short): released, so a DataSource of the app's
     // gets its connections back without an open transaction or our session settings.
     if (strategy.kind === 'session') {
-      await this.#pins.closeAll(({ db, runner, key }) => strategy.release(db, runner, key));
+      await this.#pins.closeAll(({ db, runner, hold }) => strategy.release(db, runner, hold));
     }
     await this.#source.close();
   }
@@ -290,7 +333,7 @@ export class SqlLockBackend implements LockBackend {
     deadline: number,
   ): Promise<LockGrant | null> => {
     const { key, signal } = request;
-    const db = await this.#source.open();
+    const db = await this.open();
     const limit = this.#maxWaitingConnections ?? defaultWaitingConnections(poolSize(db.dataSource));
     for (let attempt = 0; ; attempt++) {
       const remaining = deadline - monotonicNow();
@@ -308,7 +351,7 @@ export class SqlLockBackend implements LockBackend {
         }
         continue;
       }
-      if (this.#pins.canPin(db) && !this.#pins.holds(key)) {
+      if (this.#pins.canPin(db) && !(isMutex(request) && this.#pins.holds(key))) {
         const grant = await this.take(db, request, 0);
         if (grant) return grant;
       }
@@ -333,7 +376,7 @@ export class SqlLockBackend implements LockBackend {
     deadline: number,
   ): Promise<LockGrant | null> => {
     const { key, signal } = request;
-    const db = await this.#source.open();
+    const db = await this.open();
     const listener = this.releaseListener(db);
     if (listener && !listener.listening) {
       // The first wait: listen before the try, so the release that ends this wait is heard.
@@ -406,6 +449,30 @@ export class SqlLockBackend implements LockBackend {
     if (db.dialect.family === 'postgres' && !notified) await announceRelease(db, key);
   }
 
+  /** The database, ready for statements; its family learned on first use. */
+  private async open(): Promise<SqlDatabase> {
+    const db = await this.#source.open();
+    if (this.#family === undefined) {
+      this.#family = db.dialect.family;
+      this.acquire = this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
+    }
+    return db;
+  }
+
+  /**
+   * What a session strategy can do here: on the database's family once known, else only what
+   * it can do on every family it runs on.
+   */
+  private sessionCapabilities(strategy: SessionStrategy): SessionCapabilities {
+    if (this.#family) return strategy.supports(this.#family);
+    const all = (['postgres', 'mysql'] as const).map((family) => strategy.supports(family));
+    return {
+      shared: all.every((c) => c.shared),
+      permits: all.every((c) => c.permits),
+      waitsInDatabase: all.every((c) => c.waitsInDatabase),
+    };
+  }
+
   /** One attempt, waiting up to `waitMs` in the database if the strategy can. */
   private async take(
     db: SqlDatabase,
@@ -415,7 +482,8 @@ export class SqlLockBackend implements LockBackend {
   ): Promise<LockGrant | null> {
     const { key, token, ttlMs } = request;
     if (this.#strategy.kind === 'session') {
-      return this.takeSession(db, this.#strategy, key, token, waitMs, signal);
+      const lock = { key, mode: request.mode ?? 'exclusive', permits: request.permits ?? 1 };
+      return this.takeSession(db, this.#strategy, lock, token, waitMs, signal);
     }
     const fence = await this.#strategy.take(db, key, token, ttlMs);
     return fence === null ? null : { fence };
@@ -432,20 +500,26 @@ export class SqlLockBackend implements LockBackend {
   private async takeSession(
     db: SqlDatabase,
     strategy: SessionStrategy,
-    key: string,
+    lock: SessionLock,
     token: string,
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<LockGrant | null> {
+    const { key } = lock;
     // Pinned first, before any await: a waiter that just saw the pool could spare a pin gets it.
     const runner = await this.#pins.pin(db);
     const watch = signal && waitMs > 0 ? new AbortWatch(db, runner, signal) : undefined;
-    let taken = false;
+    let slot: number | null = null;
     try {
-      taken = await strategy.take(db, runner, key, waitMs);
+      slot = await strategy.take(db, runner, lock, waitMs);
     } catch (err) {
       if (!watch?.ending) {
         watch?.stop();
+        if (err instanceof LockConfigError) {
+          // A refusal of the request (permits disagree): the strategy left the connection clean.
+          await this.#pins.unpin(runner);
+          throw err;
+        }
         // A take that failed may have left its session in a transaction, or holding the row.
         discardConnection(runner);
         await this.#pins.unpin(runner);
@@ -460,12 +534,13 @@ export class SqlLockBackend implements LockBackend {
       await this.#pins.unpin(runner);
       return null;
     }
+    const hold = slot === null ? null : { ...lock, slot };
     let grant: LockGrant | null = null;
     try {
-      if (taken && !signal?.aborted) grant = await this.#pins.grant(db, key, token, runner);
+      if (hold && !signal?.aborted) grant = await this.#pins.grant(db, hold, token, runner);
     } finally {
       if (grant === null) {
-        if (taken) await strategy.release(db, runner, key).catch(() => discardConnection(runner));
+        if (hold) await strategy.release(db, runner, hold).catch(() => discardConnection(runner));
         await this.#pins.unpin(runner);
       }
     }
@@ -509,6 +584,11 @@ class AbortWatch {
   stop(): void {
     this.signal.removeEventListener('abort', this.onAbort);
   }
+}
+
+/** A plain mutex request (exclusive, one permit): any holder of its key excludes it. */
+function isMutex(request: GrantRequest): boolean {
+  return (request.mode ?? 'exclusive') === 'exclusive' && (request.permits ?? 1) === 1;
 }
 
 /**

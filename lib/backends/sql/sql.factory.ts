@@ -108,10 +108,10 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
     }
     if (config.maxWaitingConnections !== undefined) {
       checkWaitingConnections(config.maxWaitingConnections, `${field}.maxWaitingConnections`);
-      if (strategy !== 'for-update') {
+      if (strategy === 'table') {
         throw new LockConfigError(
           `${field}.maxWaitingConnections`,
-          'applies to strategy "for-update" only (the one whose waiters wait in the database on a connection)',
+          'applies to strategies "for-update" and "advisory" (on PostgreSQL), whose waiters wait in the database on a connection',
         );
       }
     }
@@ -207,6 +207,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       {
         maxWaitingConnections: config.maxWaitingConnections,
         releaseNotifications: config.releaseNotifications ?? true,
+        family: knownFamily(find),
       },
     );
     if (owned) {
@@ -235,6 +236,18 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
     return backend;
   },
 };
+
+/**
+ * The SQL family of the DataSource if it can be found now (a session strategy's capabilities
+ * depend on it); `undefined` for one that DI makes later (the backend learns it on first use).
+ */
+function knownFamily(find: () => SqlDataSource): SqlFamily | undefined {
+  try {
+    return familyOf(find().options.type);
+  } catch {
+    return undefined;
+  }
+}
 
 /** `maxWaitingConnections`: a whole number of connections, 0 or more. */
 function checkWaitingConnections(value: unknown, field: string): number {

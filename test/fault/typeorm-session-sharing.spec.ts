@@ -1,0 +1,179 @@
+/**
+ * Shared and counted session locks (`for-update`, `advisory`) where the conformance battery
+ * cannot see (issue 19): a holder process killed while it reads or holds a slot frees its hold
+ * at once (the server ends its session); writer preference holds between two apps, each waiting
+ * in the database; and readers and counted holders leave nothing behind: no key or slot rows in
+ * the table, no advisory lock of the key, once they are gone.
+ */
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
+import { scratchTable, type DbKind, type ScratchTable } from '../../servers/databases';
+import { settle, sleep, stillPendingAfter } from '../support/async';
+import { startHolder } from '../support/holder-process';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { typeormOptions, type SqlStrategy } from '../support/typeorm-backend';
+
+type ServerKind = Exclude<DbKind, 'sqlite'>;
+
+/** Where readers are built, and where counted locks are. */
+const SHARED: Array<[ServerKind, SqlStrategy]> = [
+  ['postgres', 'for-update'],
+  ['postgres', 'advisory'],
+  ['mariadb', 'for-update'],
+];
+const COUNTED: Array<[ServerKind, SqlStrategy]> = [
+  ['postgres', 'for-update'],
+  ['postgres', 'advisory'],
+];
+
+/** How soon after a holder process dies its server-side session is gone, at most, ms. */
+const SESSION_GONE_MS = 3_000;
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+});
+
+/** Module options on a table of its own (dropped after the test), and the table. */
+function setup(kind: ServerKind, strategy: SqlStrategy): [LockModuleOptions, ScratchTable] {
+  const scratch = scratchTable(kind, 'shr');
+  cleanups.push(() => scratch.drop());
+  const options = typeormOptions(
+    scratch.dataSourceOptions({ poolSize: 12 }),
+    strategy,
+    scratch.name,
+    `shr-${randomUUID().slice(0, 8)}:`,
+  );
+  return [options, scratch];
+}
+
+async function app(options: LockModuleOptions): Promise<LockTestApp> {
+  const t = await createLockApp(options);
+  cleanups.push(() => t.close());
+  return t;
+}
+
+describe('typeorm shared and counted session locks', () => {
+  describe.each(SHARED)('%s %s', (kind, strategy) => {
+    it('a reader whose process is killed frees its read hold: a writer gets in at once', async () => {
+      const [options] = setup(kind, strategy);
+      const holder = await startHolder({ options, key: 'victim', ttl: 5_000, mode: 'shared' });
+      cleanups.push(async () => {
+        holder.child.kill('SIGKILL');
+        await holder.exited;
+      });
+      const t = await app(options);
+      // Readers share it; a writer cannot have it.
+      const reader = await t.locks.tryAcquire('victim', { mode: 'shared' });
+      expect(reader).not.toBeNull();
+      await reader!.release();
+      expect(await t.locks.tryAcquire('victim')).toBeNull();
+      holder.child.kill('SIGKILL');
+      await holder.exited;
+      const exitedAt = performance.now();
+      const writer = await t.locks.acquire('victim', { waitTimeout: 10_000 });
+      expect(performance.now() - exitedAt).toBeLessThan(SESSION_GONE_MS);
+      expect(writer.fence).toBeGreaterThan(holder.held.fence!);
+      await writer.release();
+      expect(await t.locks.isLocked('victim')).toBe(false);
+    }, 30_000);
+
+    it('writer preference between two apps: a writer waiting in the database keeps new readers of the other app out', async () => {
+      const [options] = setup(kind, strategy);
+      const readers = await app(options);
+      const writers = await app(options);
+      const first = await readers.locks.acquire('doc', { mode: 'shared' });
+      const writer = settle(writers.locks.acquire('doc', { waitTimeout: 10_000 }));
+      expect(await stillPendingAfter(writer, 300)).toBe(true);
+      // The writer waits in the database: the other app's new readers wait behind it.
+      expect(await readers.locks.tryAcquire('doc', { mode: 'shared' })).toBeNull();
+      const late = settle(readers.locks.acquire('doc', { mode: 'shared', waitTimeout: 10_000 }));
+      expect(await stillPendingAfter(late, 200)).toBe(true);
+      await first.release();
+      const granted = await writer;
+      expect(granted.ok).toBe(true);
+      const w = (granted as { value: Awaited<ReturnType<typeof writers.locks.acquire>> }).value;
+      expect(await stillPendingAfter(late, 100)).toBe(true);
+      await w.release();
+      const next = await late;
+      expect(next.ok).toBe(true);
+      const r = (next as { value: typeof first }).value;
+      expect(r.fence).toBeGreaterThan(w.fence!);
+      await r.release();
+    }, 30_000);
+  });
+
+  describe.each(COUNTED)('%s %s', (kind, strategy) => {
+    it('a slot holder whose process is killed frees its slot: the next taker gets that slot', async () => {
+      const [options] = setup(kind, strategy);
+      const holder = await startHolder({ options, key: 'pool', ttl: 5_000, permits: 2 });
+      cleanups.push(async () => {
+        holder.child.kill('SIGKILL');
+        await holder.exited;
+      });
+      expect(holder.held.permit).toBe(0);
+      const t = await app(options);
+      const mine = await t.locks.acquire('pool', { permits: 2 });
+      expect(mine.permit).toBe(1);
+      expect(await t.locks.tryAcquire('pool', { permits: 2 })).toBeNull();
+      expect(await t.locks.inspect('pool')).toMatchObject({
+        holders: 2,
+        permits: 2,
+        slots: [0, 1],
+      });
+      holder.child.kill('SIGKILL');
+      await holder.exited;
+      const exitedAt = performance.now();
+      const next = await t.locks.acquire('pool', { permits: 2, waitTimeout: 10_000 });
+      expect(performance.now() - exitedAt).toBeLessThan(SESSION_GONE_MS);
+      expect(next.permit).toBe(0);
+      expect(next.fence).toBeGreaterThan(holder.held.fence!);
+      await mine.release();
+      await next.release();
+      expect(await t.locks.isLocked('pool')).toBe(false);
+    }, 30_000);
+  });
+
+  describe.each(SHARED)('%s %s footprint', (kind, strategy) => {
+    it('readers and counted holders leave no row and no lock behind', async () => {
+      const [options, scratch] = setup(kind, strategy);
+      const t = await app(options);
+      const counted = COUNTED.some(([k, s]) => k === kind && s === strategy);
+      // 3 keys x 3 workers: at most 9 pinned connections (the pool leaves 11).
+      const keys = Array.from({ length: 3 }, (_, i) => `fp-${i}`);
+      await Promise.all(
+        keys.flatMap((key, i) =>
+          Array.from({ length: 3 }, async (_, worker) => {
+            for (let round = 0; round < 3; round++) {
+              const opts =
+                counted && i % 2 === 1
+                  ? { permits: 3 }
+                  : worker === 0 && round === 1
+                    ? {}
+                    : { mode: 'shared' as const };
+              await t.locks.withLock(key, () => sleep(5 + Math.random() * 10), {
+                ...opts,
+                waitTimeout: 15_000,
+              });
+            }
+          }),
+        ),
+      );
+      for (const key of keys) {
+        expect(await t.locks.isLocked(key)).toBe(false);
+        expect(await t.locks.inspect(key)).toMatchObject({ held: false, holders: 0 });
+      }
+      const ds = new DataSource(scratch.dataSourceOptions({ poolSize: 2 }) as never);
+      await ds.initialize();
+      cleanups.push(() => ds.destroy());
+      const quoted = kind === 'mariadb' ? `\`${scratch.name}\`` : `"${scratch.name}"`;
+      // Fence buckets (reserved rows, '~…') stay; no key or slot row does.
+      const rows = (await ds.query(
+        `SELECT key_text FROM ${quoted} WHERE lock_key NOT LIKE '~%'`,
+      )) as Array<{ key_text: unknown }>;
+      expect(rows.map((r) => r.key_text)).toEqual([]);
+    }, 60_000);
+  });
+});
