@@ -74,10 +74,7 @@ export async function createBucket(db: SqlDatabase, index: number): Promise<void
  * database: PostgreSQL and MariaDB/MySQL read the floor under a share lock (see
  * {@link createBucket}); SQLite, one writer at a time, needs none.
  */
-export function bucketCreation(
-  db: SqlDatabase,
-  index: number,
-): { sql: string; params: unknown[] } {
+export function bucketCreation(db: SqlDatabase, index: number): { sql: string; params: unknown[] } {
   const { table, dialect } = db;
   const params = [bucketKey(index), bucketText(index), META_KEY];
   switch (dialect.family) {

@@ -65,8 +65,11 @@ export async function retryDeadlocks<T>(work: () => Promise<T>): Promise<T> {
 
 async function runInTransaction<T>(db: SqlDatabase, script: SqlScript<T>): Promise<T> {
   const runner = db.connection();
+  // PostgreSQL takes the isolation level in its BEGIN: one round trip, where TypeORM sends two.
+  const pg = db.dialect.family === 'postgres';
   try {
-    await runner.startTransaction('READ COMMITTED');
+    if (pg) await runner.query('BEGIN ISOLATION LEVEL READ COMMITTED', [], true);
+    else await runner.startTransaction('READ COMMITTED');
     try {
       let step = script.next();
       while (!step.done) {
@@ -77,10 +80,12 @@ async function runInTransaction<T>(db: SqlDatabase, script: SqlScript<T>): Promi
         );
         step = script.next({ records: result.records, affected: affectedRows(result) });
       }
-      await runner.commitTransaction();
+      await (pg ? runner.query('COMMIT', [], true) : runner.commitTransaction());
       return step.value;
     } catch (err) {
-      await runner.rollbackTransaction().catch(() => undefined);
+      await (pg ? runner.query('ROLLBACK', [], true) : runner.rollbackTransaction()).catch(
+        () => undefined,
+      );
       throw err;
     }
   } finally {

@@ -49,9 +49,9 @@ const READERS_GUESS = 8;
 /**
  * Takes a shared hold or a slot for `request` (mode `'shared'`, or `permits` above 1): `null`
  * when busy (held by a mutex or writer, every slot taken, or, for a reader, a writer waits).
- * Throws `LockConfigError` when the key's holders agreed on other `permits`. Four statements
- * (PostgreSQL, SQLite; MariaDB five): the draw, one read of the key's rows, one write of the
- * holder row and the key's row, the commit.
+ * Throws `LockConfigError` when the key's holders agreed on other `permits`. In one transaction:
+ * the fence draw, one read of the key's rows, one write of the holder row and the key's row (and
+ * a delete of rows whose lease ran out, when there are any).
  */
 export function* takeHolder(db: SqlDatabase, request: GrantRequest): SqlScript<LeaseGrant | null> {
   const { key, token, ttlMs } = request;
@@ -61,7 +61,7 @@ export function* takeHolder(db: SqlDatabase, request: GrantRequest): SqlScript<L
   const mark = writerMark(k);
   const fence = yield* drawFence(db, key);
   const guess = holderRows(k, { mode, count: mode === 'shared' ? READERS_GUESS : permits });
-  const rows = yield* readRows(db, [k, mark, ...guess], true);
+  const rows = yield* readKeyRows(db, [k, mark], guess, false);
   const header = rows.get(k);
   const held = header?.live ? markerOf(header.owner) : undefined;
   if (header?.live) {
@@ -77,14 +77,21 @@ export function* takeHolder(db: SqlDatabase, request: GrantRequest): SqlScript<L
     index = slots.findIndex((slot) => !rows.get(slot)?.live);
     if (index < 0 && mode === 'exclusive') return null;
     if (index < 0) index = slots.length;
-  } else {
-    // Free: the rows of an earlier hold of the key whose leases ran out are stale.
-    const stale = header ? markerOf(header.owner) : undefined;
-    if (stale && stale.count > 0) yield deleteStep(db, holderRows(k, stale));
   }
+  // Rows whose lease ran out (holders or a writer that died, or all of them when the key is
+  // free) are deleted, those of an earlier hold its marker still names too: so a key's rows go
+  // once its holders have, even those of holders that died.
+  const row = holderRow(k, mode, index);
+  const stale = header && !held ? markerOf(header.owner) : undefined;
+  const expired = new Set(
+    [...rows.values()].filter((r) => !r.live && r.key !== k).map((r) => r.key),
+  );
+  for (const slot of stale ? holderRows(k, stale) : []) expired.add(slot);
+  expired.delete(row);
+  if (expired.size > 0) yield deleteStep(db, [...expired]);
   const count = mode === 'shared' ? Math.max(held?.count ?? 0, index + 1) : permits;
   yield upsertStep(db, ttlMs, fence, [
-    [holderRow(k, mode, index), key, db.dialect.owner(token)],
+    [row, key, db.dialect.owner(token)],
     [k, key, markerOwner(db.dialect, { mode, count })],
   ]);
   return { fence, permit: mode === 'shared' ? 0 : index };
@@ -103,7 +110,7 @@ export function* renewHolder(
 ): SqlScript<boolean> {
   const { table, dialect } = db;
   const k = storedKey(key);
-  const rows = yield* readKeyRows(db, k);
+  const rows = yield* readKeyRows(db, [k], guessBoth(k), true);
   const header = rows.get(k);
   const held = header?.live ? markerOf(header.owner) : undefined;
   if (!held) return false;
@@ -133,7 +140,7 @@ export function* releaseHolder(
 ): SqlScript<boolean | undefined> {
   const { table, dialect } = db;
   const k = storedKey(key);
-  const rows = yield* readKeyRows(db, k);
+  const rows = yield* readKeyRows(db, [k], guessBoth(k), true);
   const header = rows.get(k);
   const held = header ? markerOf(header.owner) : undefined;
   if (!header || !held) return undefined;
@@ -161,7 +168,9 @@ export function* releaseHolder(
   yield deleteStep(db, gone);
   // Readers: the rows in use shrink to the highest one left, so later reads look at fewer.
   const count =
-    held.mode === 'shared' ? Math.max(...others.map((row) => holderIndex(row.key))) + 1 : held.count;
+    held.mode === 'shared'
+      ? Math.max(...others.map((row) => holderIndex(row.key))) + 1
+      : held.count;
   yield announced({
     sql: `UPDATE ${table} SET owner = ?, expires_at = ? WHERE lock_key = ?`,
     params: [
@@ -192,12 +201,17 @@ export function* forceReleaseKey(db: SqlDatabase, key: string): SqlScript<boolea
  * costs one statement, as the look at the lease always did.
  */
 export async function contend(db: SqlDatabase, request: GrantRequest): Promise<LeaseContention> {
+  const permits = request.permits ?? 1;
   const k = storedKey(request.key);
-  const rows = await readNow(db, [k, writerMark(k)]);
+  // A counted lock's waiter wakes when the first slot's lease runs out, not the last.
+  const slots = permits > 1 ? holderRows(k, { mode: 'exclusive', count: permits }) : [];
+  const rows = await readNow(db, [k, writerMark(k), ...slots]);
   const header = rows.get(k);
-  const held = header?.live ? markerOf(header.owner) : undefined;
   if (!header?.live) return { marked: false };
-  agree(request.key, held, request.permits ?? 1);
+  const held = markerOf(header.owner);
+  agree(request.key, held, permits);
+  const first = slots.flatMap((slot) => (rows.get(slot)?.live ? [rows.get(slot)!.remaining] : []));
+  if (first.length > 0) return { remainingMs: Math.min(...first), marked: false };
   if (held?.mode !== 'shared' || isHolderRequest(request)) {
     return { remainingMs: header.remaining, marked: false };
   }
@@ -309,13 +323,34 @@ function* readRows(
   return rowStates(records);
 }
 
-/**
- * Reads (locked) the key's row with the first holder rows it may have, of either mode (a release
- * or a renewal does not say which): one read for a key of a few holders.
- */
-function* readKeyRows(db: SqlDatabase, k: string): SqlScript<Map<string, RowState>> {
+/** The first holder rows a key may have, of either mode (a release or a renewal does not say). */
+function guessBoth(k: string): string[] {
   const guess = (mode: LockMode): string[] => holderRows(k, { mode, count: READERS_GUESS });
-  return yield* readRows(db, [k, ...guess('shared'), ...guess('exclusive')], true);
+  return [...guess('shared'), ...guess('exclusive')];
+}
+
+/**
+ * Reads (locked) the key's row (with the writer mark, if in `head`) and the holder rows in
+ * `holders`, the key's row locked first (as the mutex take locks it, right after the bucket).
+ * One statement, except on PostgreSQL when holder rows may be inserted meanwhile (`fresh`: not
+ * in a take, whose bucket lock keeps other takes, the only inserters, out): PostgreSQL reads a
+ * statement's rows as of its start and re-reads only those it waited for, so a holder row a take
+ * inserted while this statement waited for the key's row would be missed. Every change to holder
+ * rows also writes the key's row: once that is locked, the next statement sees every holder row.
+ */
+function* readKeyRows(
+  db: SqlDatabase,
+  head: readonly string[],
+  holders: readonly string[],
+  fresh: boolean,
+): SqlScript<Map<string, RowState>> {
+  if (db.dialect.family !== 'postgres' || !fresh) {
+    return yield* readRows(db, [...head, ...holders], true);
+  }
+  const rows = yield* readRows(db, head, true);
+  if (!rows.has(head[0])) return rows;
+  for (const [key, row] of yield* readRows(db, holders, true)) rows.set(key, row);
+  return rows;
 }
 
 /** Reads (locked) into `rows` those of `keys` not read yet (the guess fell short). */
@@ -343,11 +378,15 @@ function rowsStep(db: SqlDatabase, keys: readonly string[], lock: boolean): SqlS
   // MariaDB may scan a small table instead of looking the keys up, and a locking read waits for
   // (and locks) every row it scans: the fence buckets too, a deadlock with the grants.
   const byKey = dialect.family === 'mysql' ? ' FORCE INDEX (PRIMARY)' : '';
+  // PostgreSQL locks rows in the order it returns them, after sorting: the first key first (the
+  // key's row, locked first by every transaction on the key, so their lock orders agree).
+  const first = forUpdate && dialect.family === 'postgres' && keys.length > 1;
+  const order = first ? ' ORDER BY CASE WHEN lock_key = ? THEN 0 ELSE 1 END, lock_key' : '';
   return {
     sql:
       `SELECT lock_key, owner, fence, expires_at, CASE WHEN ${dialect.heldLease} THEN 1 ELSE 0 END AS live, ` +
-      `expires_at - ${dialect.nowMs} AS remaining FROM ${table}${byKey} WHERE lock_key IN (${marks(keys)})${forUpdate}`,
-    params: keys,
+      `expires_at - ${dialect.nowMs} AS remaining FROM ${table}${byKey} WHERE lock_key IN (${marks(keys)})${order}${forUpdate}`,
+    params: first ? [...keys, keys[0]] : keys,
   };
 }
 
