@@ -12,7 +12,7 @@ import type { ConformanceTarget } from './lock-conformance';
  * advisory a session lock of a connection, polled on MariaDB (see ON_POSTGRES).
  */
 const CAPABILITIES = {
-  table: { leaseBased: true, fencing: true, waiting: 'queue', shared: false, permits: false },
+  table: { leaseBased: true, fencing: true, waiting: 'queue', shared: true, permits: true },
   'for-update': {
     leaseBased: false,
     fencing: true,

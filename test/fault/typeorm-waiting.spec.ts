@@ -327,7 +327,7 @@ function countTakes(fullKey: string): { readonly count: () => number; restore():
   const original = proto.take;
   let n = 0;
   proto.take = function counted(this: TableStrategy, ...args: Parameters<TableStrategy['take']>) {
-    if (args[1] === fullKey) n++;
+    if (args[1].key === fullKey) n++;
     return original.apply(this, args);
   };
   return {

@@ -65,10 +65,35 @@ async function drawFence(db: SqlDatabase, key: string): Promise<number> {
  * raises every bucket) is either seen or waited for: no bucket is created below a raised floor.
  */
 export async function createBucket(db: SqlDatabase, index: number): Promise<void> {
-  await db.exec(
-    `INSERT INTO ${db.table} (lock_key, key_text, fence) SELECT ?, ?, fence FROM ${db.table} WHERE lock_key = ? FOR SHARE ON CONFLICT (lock_key) DO NOTHING`,
-    [bucketKey(index), bucketText(index), META_KEY],
-  );
+  const { sql, params } = bucketCreation(db, index);
+  await db.exec(sql, params);
+}
+
+/**
+ * The statement that creates bucket `index` at the layout's floor if it does not exist, on any
+ * database: PostgreSQL and MariaDB/MySQL read the floor under a share lock (see
+ * {@link createBucket}); SQLite, one writer at a time, needs none.
+ */
+export function bucketCreation(db: SqlDatabase, index: number): { sql: string; params: unknown[] } {
+  const { table, dialect } = db;
+  const params = [bucketKey(index), bucketText(index), META_KEY];
+  switch (dialect.family) {
+    case 'postgres':
+      return {
+        sql: `INSERT INTO ${table} (lock_key, key_text, fence) SELECT ?, ?, fence FROM ${table} WHERE lock_key = ? FOR SHARE ON CONFLICT (lock_key) DO NOTHING`,
+        params,
+      };
+    case 'mysql':
+      return {
+        sql: `INSERT IGNORE INTO ${table} (lock_key, key_text, fence) VALUES (?, ?, ${mysqlFloor(db)})`,
+        params,
+      };
+    case 'sqlite':
+      return {
+        sql: `INSERT OR IGNORE INTO ${table} (lock_key, key_text, fence) SELECT ?, ?, fence FROM ${table} WHERE lock_key = ?`,
+        params,
+      };
+  }
 }
 
 /**

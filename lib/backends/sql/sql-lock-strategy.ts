@@ -11,8 +11,21 @@ import type { SqlRunner } from './typeorm-types';
  */
 export type SqlLockStrategy = LeaseStrategy | SessionStrategy;
 
+/**
+ * Which shared and counted locks a strategy grants (`LockBackendCapabilities.shared` and
+ * `.permits` of its backend). Static: the backend declares it before its DataSource is found.
+ */
+export interface SharingSupport {
+  /** Grants `mode: 'shared'` (readers together, a writer alone, writer preference). */
+  readonly shared: boolean;
+  /** Grants `permits` above 1 (counted locks, a slot per holder). */
+  readonly permits: boolean;
+}
+
 /** What every strategy answers. */
 interface StrategyBase {
+  /** Shared and counted locks it grants; absent: neither (the engine refuses them before any I/O). */
+  readonly sharing?: SharingSupport;
   /** Whether anyone holds `key` right now, asked on a pooled connection. */
   isLocked(db: SqlDatabase, key: string): Promise<boolean>;
   /**
@@ -29,11 +42,13 @@ interface StrategyBase {
 export interface LeaseStrategy extends StrategyBase {
   readonly kind: 'lease';
   /**
-   * Takes the key for `token` for `ttlMs` if it is free or expired (creating its row if it has
-   * none), and returns its new fence; `null` when it is held.
+   * Takes the key for `request.token` for `request.ttlMs` in `request.mode` with
+   * `request.permits` (creating its row if it has none) if the key admits it, and returns the new
+   * fence and the slot (`permit`); `null` when it is busy. Rejects with `LockConfigError` when
+   * the key's holders agreed on other `permits`.
    */
-  take(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<number | null>;
-  /** Extends the lease to `ttlMs` if `token` still holds it. */
+  take(db: SqlDatabase, request: GrantRequest): Promise<LeaseGrant | null>;
+  /** Extends the lease to `ttlMs` if `token` still holds it (in whatever mode). */
   renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean>;
   /**
    * {@link renew} of many leases in a few statements: one result per request, in order (an
@@ -44,6 +59,30 @@ export interface LeaseStrategy extends StrategyBase {
   release(db: SqlDatabase, key: string, token: string): Promise<boolean>;
   /** What the key's row says: holder, fence, lease left. */
   inspect(db: SqlDatabase, key: string): Promise<StoreLockInfo>;
+  /**
+   * Called by a waiter after each failed take, before it sleeps: what it learnt (the lease left
+   * on the key, so it can sleep until the lease runs out) and whether it now marks the key as
+   * awaited by a writer (writer preference: new readers then wait behind it; the waiter must
+   * {@link withdraw} the mark when it is done waiting, granted or not). Rejects with
+   * `LockConfigError` when the key's holders agreed on other `permits`.
+   */
+  contend(db: SqlDatabase, request: GrantRequest): Promise<LeaseContention>;
+  /** Removes the writer mark {@link contend} set for `token`; `true` when there was one. */
+  withdraw(db: SqlDatabase, key: string, token: string): Promise<boolean>;
+}
+
+/** A lease taken: its fence and slot (`0..permits-1`; 0 for a mutex or a reader). */
+export interface LeaseGrant {
+  readonly fence: number;
+  readonly permit: number;
+}
+
+/** What a waiter learnt about a busy key ({@link LeaseStrategy.contend}). */
+export interface LeaseContention {
+  /** Lease left on the key, ms, when the store could tell. */
+  readonly remainingMs?: number;
+  /** Whether the key carries this waiter's writer mark now. */
+  readonly marked: boolean;
 }
 
 /** What a session strategy can do on one database family (the backend's capabilities follow). */

@@ -165,8 +165,15 @@ export class SqlLockBackend implements LockBackend {
   get capabilities(): LockBackendCapabilities {
     const strategy = this.#strategy;
     if (strategy.kind === 'lease') {
-      // Shared and counted `table` locks: not built yet (issue 19), refused by the engine.
-      return { leaseBased: true, fencing: true, waiting: 'queue', shared: false, permits: false };
+      // What the strategy grants (the same on every database); the engine refuses the rest
+      // before any I/O.
+      return {
+        leaseBased: true,
+        fencing: true,
+        waiting: 'queue',
+        shared: strategy.sharing?.shared ?? false,
+        permits: strategy.sharing?.permits ?? false,
+      };
     }
     const can = this.sessionCapabilities(strategy);
     return {
@@ -369,6 +376,10 @@ export class SqlLockBackend implements LockBackend {
    * listener up, until the lease runs out (read from the row) or at most
    * {@link NOTIFIED_FALLBACK_MAX_MS}; without a listener, until the engine's back-off passes.
    * Interest in the release is registered before each try, so one heard in between still wakes it.
+   * After each failed try the strategy looks at the key (`contend`): a writer finding readers
+   * there marks the key as awaited (new readers then wait behind it: writer preference), looks
+   * again before its mark's lease runs out, and takes the mark away when it stops waiting, so
+   * the readers waiting elsewhere are told.
    */
   private readonly headOfLease = async (
     request: QueuedRequest,
@@ -376,6 +387,7 @@ export class SqlLockBackend implements LockBackend {
     deadline: number,
   ): Promise<LockGrant | null> => {
     const { key, signal } = request;
+    const strategy = this.#strategy as LeaseStrategy;
     const db = await this.open();
     const listener = this.releaseListener(db);
     if (listener && !listener.listening) {
@@ -388,32 +400,42 @@ export class SqlLockBackend implements LockBackend {
         },
       ]);
     }
-    for (let attempt = 0; ; attempt++) {
-      if (deadline - monotonicNow() <= 0 || signal.aborted || this.#closed) return null;
-      const notice = this.#notices.expect(storedKey(key));
-      try {
-        const grant = await this.take(db, request, 0);
-        if (grant) return grant;
-        const pause = listener?.listening
-          ? await this.untilLeaseEnds(db, key, attempt)
-          : backoffDelay(attempt);
-        await sleepUntilWoken(Math.min(deadline - monotonicNow(), pause), signal, [notice.source]);
-      } finally {
-        notice.cancel();
+    let marked = false;
+    let granted = false;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        if (deadline - monotonicNow() <= 0 || signal.aborted || this.#closed) return null;
+        const notice = this.#notices.expect(storedKey(key));
+        try {
+          const grant = await this.take(db, request, 0);
+          granted = grant !== null;
+          if (grant) return grant;
+          const contention = await strategy.contend(db, request);
+          marked ||= contention.marked;
+          let pause = listener?.listening
+            ? untilLeaseEnds(contention.remainingMs, attempt)
+            : backoffDelay(attempt);
+          if (marked) pause = Math.min(pause, request.ttlMs / 3);
+          await sleepUntilWoken(Math.min(deadline - monotonicNow(), pause), signal, [
+            notice.source,
+          ]);
+        } finally {
+          notice.cancel();
+        }
       }
+    } finally {
+      if (marked) await this.withdraw(db, request, granted);
     }
   };
 
   /**
-   * How long a `table` waiter that hears releases may sleep: until the lease it waits for ends
-   * (by the database's clock, read from the row; an expired lease is announced by no one), at
-   * most {@link NOTIFIED_FALLBACK_MAX_MS}; a lease already gone means a quick retry.
+   * Takes a waiting writer's mark off the key; when the writer gave up, tells the readers that
+   * wait behind it (as a release would). A mark that cannot be taken off runs out by itself.
    */
-  private async untilLeaseEnds(db: SqlDatabase, key: string, attempt: number): Promise<number> {
-    const info = await (this.#strategy as LeaseStrategy).inspect(db, key);
-    if (!info.held || info.remainingMs === undefined) return backoffDelay(attempt);
-    const slack = EXPIRY_SLACK_MS * (1 + Math.random());
-    return Math.min(NOTIFIED_FALLBACK_MAX_MS, info.remainingMs + slack);
+  private async withdraw(db: SqlDatabase, request: QueuedRequest, granted: boolean): Promise<void> {
+    const strategy = this.#strategy as LeaseStrategy;
+    const withdrawn = await strategy.withdraw(db, request.key, request.token).catch(() => false);
+    if (withdrawn && !granted) await this.announce(db, request.key);
   }
 
   /**
@@ -480,13 +502,10 @@ export class SqlLockBackend implements LockBackend {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<LockGrant | null> {
-    const { key, token, ttlMs } = request;
-    if (this.#strategy.kind === 'session') {
-      const lock = { key, mode: request.mode ?? 'exclusive', permits: request.permits ?? 1 };
-      return this.takeSession(db, this.#strategy, lock, token, waitMs, signal);
-    }
-    const fence = await this.#strategy.take(db, key, token, ttlMs);
-    return fence === null ? null : { fence };
+    if (this.#strategy.kind === 'lease') return this.#strategy.take(db, request);
+    const { key, token } = request;
+    const lock = { key, mode: request.mode ?? 'exclusive', permits: request.permits ?? 1 };
+    return this.takeSession(db, this.#strategy, lock, token, waitMs, signal);
   }
 
   /**
@@ -550,6 +569,17 @@ export class SqlLockBackend implements LockBackend {
     }
     return grant;
   }
+}
+
+/**
+ * How long a `table` waiter that hears releases may sleep: until the lease it waits for ends
+ * (by the database's clock, read from the row; an expired lease is announced by no one), at
+ * most {@link NOTIFIED_FALLBACK_MAX_MS}; a lease already gone means a quick retry.
+ */
+function untilLeaseEnds(remainingMs: number | undefined, attempt: number): number {
+  if (remainingMs === undefined) return backoffDelay(attempt);
+  const slack = EXPIRY_SLACK_MS * (1 + Math.random());
+  return Math.min(NOTIFIED_FALLBACK_MAX_MS, remainingMs + slack);
 }
 
 /**

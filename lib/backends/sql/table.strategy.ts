@@ -2,9 +2,26 @@ import type { GrantRequest, StoreLockInfo } from '../../core/contract/lock-backe
 import { createBucket, insertIdOf, missingLayout, mysqlFloor } from './fence-counter';
 import { bucketKey, bucketText, META_KEY, RESERVED_PREFIX } from './fence-layout';
 import { releaseChannel } from './pg-release-listener';
-import type { LeaseStrategy } from './sql-lock-strategy';
+import { markerOf } from './holder-rows';
+import type {
+  LeaseContention,
+  LeaseGrant,
+  LeaseStrategy,
+  SharingSupport,
+} from './sql-lock-strategy';
 import { storedKey } from './sql-dialect';
 import { affectedRows, type SqlDatabase } from './sql-database';
+import { retryDeadlocks, runScript } from './sql-script';
+import {
+  contend,
+  forceReleaseKey,
+  inspectHolders,
+  isHolderRequest,
+  releaseHolder,
+  renewHolder,
+  takeHolder,
+  withdraw,
+} from './table-sharing';
 
 /** Leases renewed by one statement at most (well inside every driver's parameter limit). */
 const RENEW_CHUNK = 500;
@@ -20,28 +37,38 @@ const RENEW_CHUNK = 500;
  * running, one statement per batch. Waiting is the engine's polling with backoff.
  * `forceRelease` deletes the row: the stale holder's next renewal, conditioned on its token,
  * finds it gone.
+ *
+ * Shared and counted locks (`mode: 'shared'`, `permits` above 1) keep a row per holder besides
+ * the key's row, which then says how the key is held (see holder-rows.ts and table-sharing.ts);
+ * a mutex's statements are those above, unchanged.
  */
 export class TableStrategy implements LeaseStrategy {
   readonly kind = 'lease';
+  readonly sharing: SharingSupport = { shared: true, permits: true };
 
-  async take(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<number | null> {
-    switch (db.dialect.family) {
-      case 'postgres':
-        return takePostgres(db, key, token, ttlMs);
-      case 'mysql':
-        return takeMysql(db, key, token, ttlMs);
-      case 'sqlite':
-        return takeSqlite(db, key, token, ttlMs);
-    }
+  async take(db: SqlDatabase, request: GrantRequest): Promise<LeaseGrant | null> {
+    if (isHolderRequest(request)) return runScript(db, () => takeHolder(db, request));
+    const { key, token, ttlMs } = request;
+    const fence = await retryDeadlocks(() => {
+      switch (db.dialect.family) {
+        case 'postgres':
+          return takePostgres(db, key, token, ttlMs);
+        case 'mysql':
+          return takeMysql(db, key, token, ttlMs);
+        case 'sqlite':
+          return takeSqlite(db, key, token, ttlMs);
+      }
+    });
+    return fence === null ? null : { fence, permit: 0 };
   }
 
+  /**
+   * A mutex's renewal, one statement; when it finds no row of `token`, the token may hold a
+   * shared or counted lock (the engine's `extend` does not say), whose renewal is tried then.
+   */
   async renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean> {
-    const { table, dialect } = db;
-    const result = await db.exec(
-      `UPDATE ${table} SET expires_at = ${dialect.nowMs} + ? WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
-      [ttlMs, storedKey(key), dialect.owner(token)],
-    );
-    return affectedRows(result) === 1;
+    if (await renewMutex(db, key, token, ttlMs)) return true;
+    return runScript(db, () => renewHolder(db, key, token, ttlMs));
   }
 
   /**
@@ -56,9 +83,26 @@ export class TableStrategy implements LeaseStrategy {
   ): Promise<Array<boolean | Error>> {
     const results: Array<boolean | Error> = new Array<boolean | Error>(requests.length);
     const byTtl = new Map<number, number[]>();
-    requests.forEach(({ ttlMs }, i) => byTtl.set(ttlMs, [...(byTtl.get(ttlMs) ?? []), i]));
     let failures = 0;
     let firstError: unknown;
+    const failed = (i: number, err: unknown): void => {
+      failures++;
+      firstError ??= err;
+      results[i] = err instanceof Error ? err : new Error(String(err));
+    };
+    for (const [i, request] of requests.entries()) {
+      if (!isHolderRequest(request)) {
+        byTtl.set(request.ttlMs, [...(byTtl.get(request.ttlMs) ?? []), i]);
+        continue;
+      }
+      // A shared or counted holder: its own transaction (its row and the key's header).
+      const { key, token, ttlMs } = request;
+      try {
+        results[i] = await runScript(db, () => renewHolder(db, key, token, ttlMs));
+      } catch (err) {
+        failed(i, err);
+      }
+    }
     for (const [ttlMs, indexes] of byTtl) {
       for (let start = 0; start < indexes.length; start += RENEW_CHUNK) {
         const chunk = indexes.slice(start, start + RENEW_CHUNK);
@@ -70,10 +114,7 @@ export class TableStrategy implements LeaseStrategy {
           );
           for (const i of chunk) results[i] = renewed.has(rowId(db, requests[i]));
         } catch (err) {
-          failures += chunk.length;
-          firstError ??= err;
-          const error = err instanceof Error ? err : new Error(String(err));
-          for (const i of chunk) results[i] = error;
+          for (const i of chunk) failed(i, err);
         }
       }
     }
@@ -81,34 +122,14 @@ export class TableStrategy implements LeaseStrategy {
     return results;
   }
 
+  /**
+   * A mutex's release (one statement, as always); when it finds no row of `token`, the token may
+   * hold a shared or counted lock, released then.
+   */
   async release(db: SqlDatabase, key: string, token: string): Promise<boolean> {
-    const { table, dialect } = db;
-    const params = [storedKey(key), dialect.owner(token)];
-    if (dialect.family === 'postgres') {
-      // As below, and the release is announced to waiters (LISTEN/NOTIFY) in the same
-      // statement: a separate pg_notify was one more round trip per release, waiters or not.
-      const result = await db.exec(
-        `WITH d AS (DELETE FROM ${table} WHERE lock_key = ? AND owner = ? RETURNING lock_key, CASE WHEN expires_at > ${dialect.nowMs} THEN 1 ELSE 0 END AS live) SELECT live, pg_notify(?, lock_key) AS sent FROM d`,
-        [...params, releaseChannel(db.tableName)],
-      );
-      return Number(result.records[0]?.live) === 1;
-    }
-    if (dialect.family !== 'mysql') {
-      // Ours, running or not, is deleted; only a running lease was still held.
-      const result = await db.exec(
-        `DELETE FROM ${table} WHERE lock_key = ? AND owner = ? RETURNING CASE WHEN expires_at > ${dialect.nowMs} THEN 1 ELSE 0 END AS live`,
-        params,
-      );
-      return Number(result.records[0]?.live) === 1;
-    }
-    const result = await db.exec(
-      `DELETE FROM ${table} WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
-      params,
-    );
-    if (affectedRows(result) === 1) return true;
-    // Ours but already expired (nobody took it): deleted anyway, yet it was not held.
-    await db.exec(`DELETE FROM ${table} WHERE lock_key = ? AND owner = ?`, params);
-    return false;
+    const mutex = await releaseMutex(db, key, token);
+    if (mutex !== undefined) return mutex;
+    return (await runScript(db, () => releaseHolder(db, key, token))) ?? false;
   }
 
   async isLocked(db: SqlDatabase, key: string): Promise<boolean> {
@@ -127,7 +148,7 @@ export class TableStrategy implements LeaseStrategy {
     const k = storedKey(key);
     const bucket = db.fences.bucketKeyOf(key);
     const result = await db.exec(
-      `SELECT lock_key, fence, CASE WHEN lock_key = ? AND ${db.dialect.heldLease} THEN expires_at - ${db.dialect.nowMs} END AS remaining FROM ${db.table} WHERE lock_key IN (?, ?, ?)`,
+      `SELECT lock_key, owner, fence, CASE WHEN lock_key = ? AND ${db.dialect.heldLease} THEN expires_at - ${db.dialect.nowMs} END AS remaining FROM ${db.table} WHERE lock_key IN (?, ?, ?)`,
       [k, k, bucket, META_KEY],
     );
     let keyFence = 0;
@@ -138,6 +159,9 @@ export class TableStrategy implements LeaseStrategy {
       if (stored === k) {
         if (row.remaining !== null && row.remaining !== undefined) {
           const remainingMs = Math.max(0, Number(row.remaining));
+          const marker = markerOf(row.owner);
+          // Held shared or counted: the holder rows say who and how many.
+          if (marker) return inspectHolders(db, key, marker, remainingMs);
           return { held: true, fence: Number(row.fence), remainingMs, holders: 1 };
         }
         keyFence = Number(row.fence);
@@ -147,13 +171,71 @@ export class TableStrategy implements LeaseStrategy {
     return { held: false, fence: Math.max(keyFence, bucketFence ?? floor), holders: 0 };
   }
 
+  /** Deletes the key's row, and the rows of every shared or counted holder with it. */
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
-    const result = await db.exec(
-      `DELETE FROM ${db.table} WHERE lock_key = ? AND ${db.dialect.heldLease}`,
-      [storedKey(key)],
-    );
-    return affectedRows(result) === 1;
+    return runScript(db, () => forceReleaseKey(db, key));
   }
+
+  contend(db: SqlDatabase, request: GrantRequest): Promise<LeaseContention> {
+    return contend(db, request);
+  }
+
+  withdraw(db: SqlDatabase, key: string, token: string): Promise<boolean> {
+    return withdraw(db, key, token);
+  }
+}
+
+/**
+ * A mutex's release: deletes the key's row if `token` owns it; `true` when its lease was still
+ * running, `false` when it had run out, `undefined` when the key's row is not `token`'s.
+ */
+async function releaseMutex(
+  db: SqlDatabase,
+  key: string,
+  token: string,
+): Promise<boolean | undefined> {
+  const { table, dialect } = db;
+  const params = [storedKey(key), dialect.owner(token)];
+  if (dialect.family === 'postgres') {
+    // As below, and the release is announced to waiters (LISTEN/NOTIFY) in the same
+    // statement: a separate pg_notify was one more round trip per release, waiters or not.
+    const result = await db.exec(
+      `WITH d AS (DELETE FROM ${table} WHERE lock_key = ? AND owner = ? RETURNING lock_key, CASE WHEN expires_at > ${dialect.nowMs} THEN 1 ELSE 0 END AS live) SELECT live, pg_notify(?, lock_key) AS sent FROM d`,
+      [...params, releaseChannel(db.tableName)],
+    );
+    return result.records.length === 0 ? undefined : Number(result.records[0].live) === 1;
+  }
+  if (dialect.family !== 'mysql') {
+    // Ours, running or not, is deleted; only a running lease was still held.
+    const result = await db.exec(
+      `DELETE FROM ${table} WHERE lock_key = ? AND owner = ? RETURNING CASE WHEN expires_at > ${dialect.nowMs} THEN 1 ELSE 0 END AS live`,
+      params,
+    );
+    return result.records.length === 0 ? undefined : Number(result.records[0].live) === 1;
+  }
+  const result = await db.exec(
+    `DELETE FROM ${table} WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
+    params,
+  );
+  if (affectedRows(result) === 1) return true;
+  // Ours but already expired (nobody took it): deleted anyway, yet it was not held.
+  const expired = await db.exec(`DELETE FROM ${table} WHERE lock_key = ? AND owner = ?`, params);
+  return affectedRows(expired) === 1 ? false : undefined;
+}
+
+/** A mutex's renewal: one statement, conditioned on the token and on the lease still running. */
+async function renewMutex(
+  db: SqlDatabase,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<boolean> {
+  const { table, dialect } = db;
+  const result = await db.exec(
+    `UPDATE ${table} SET expires_at = ${dialect.nowMs} + ? WHERE lock_key = ? AND owner = ? AND expires_at > ${dialect.nowMs}`,
+    [ttlMs, storedKey(key), dialect.owner(token)],
+  );
+  return affectedRows(result) === 1;
 }
 
 /**
