@@ -1,9 +1,12 @@
 import 'reflect-metadata';
 import { describe, expect, it } from '@jest/globals';
-import { Injectable, Scope } from '@nestjs/common';
+import { Injectable, Module, Scope } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
 import { Locked, LockConfigError, LockModule, type LockModuleOptions } from '../../lib/index';
+import { dataSourceOptions, dropTable, uniqueTableName } from '../../servers/databases';
 import { settle } from '../support/async';
+import { createLockApp } from '../support/lock-app';
 
 /**
  * `@Locked` declarations are checked against the configured backends when the module starts:
@@ -67,6 +70,14 @@ class PricesOnMemory {
   }
 }
 
+@Injectable()
+class SlotsOnPostgresForUpdate {
+  @Locked('slots:{0}', { backend: 'db', permits: 2 })
+  async work(id: string): Promise<string> {
+    return id;
+  }
+}
+
 /** Boots an app with `providers`; the outcome of `init`, and the app closed either way. */
 async function boot(providers: Array<new (...args: never[]) => unknown>) {
   const moduleRef = await Test.createTestingModule({
@@ -113,4 +124,51 @@ describe('@Locked declarations checked at bootstrap', () => {
       await app.close();
     }
   });
+
+  it('learns the database of a DataSource DI makes late before checking: PostgreSQL for-update grants permits', async () => {
+    // for-update grants permits on PostgreSQL, not on MariaDB: the check must not refuse what
+    // the app's own database can do just because the DataSource did not exist when the backend
+    // was made.
+    const tableName = uniqueTableName('capds');
+    let created: DataSource | undefined;
+    @Module({
+      providers: [
+        {
+          provide: 'CAPS_DS',
+          useFactory: async () => {
+            await new Promise((r) => setTimeout(r, 50));
+            created = new DataSource(dataSourceOptions('postgres') as never);
+            return created.initialize();
+          },
+        },
+      ],
+      exports: ['CAPS_DS'],
+    })
+    class LateDbModule {}
+    try {
+      const t = await createLockApp(
+        {
+          backends: {
+            db: {
+              type: 'typeorm',
+              dataSourceToken: 'CAPS_DS',
+              tableName,
+              createTable: true,
+              strategy: 'for-update',
+            },
+          },
+        },
+        { imports: [LateDbModule], providers: [SlotsOnPostgresForUpdate] },
+      );
+      try {
+        expect(t.manager.getBackend('db').capabilities).toMatchObject({ permits: true });
+        expect(await t.app.get(SlotsOnPostgresForUpdate).work('w')).toBe('w');
+      } finally {
+        await t.close();
+      }
+    } finally {
+      if (created?.isInitialized) await created.destroy();
+      await dropTable('postgres', tableName);
+    }
+  }, 30_000);
 });

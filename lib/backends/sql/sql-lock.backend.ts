@@ -64,11 +64,13 @@ export interface SqlLockBackendOptions {
    */
   readonly releaseNotifications?: boolean;
   /**
-   * The database family when the factory knows it already (from the DataSource's type): a
-   * session strategy's capabilities depend on it. Otherwise learned on first use; until then
-   * the backend declares only what every family of the strategy can do.
+   * The database family from the DataSource's declared type, without I/O, or `undefined` while
+   * the DataSource cannot be found yet (a DI provider made later): a session strategy's
+   * capabilities depend on it. Asked again until it answers (the module checks `@Locked`
+   * declarations once every provider exists); else learned on first use. Until then the
+   * backend declares only what every family of the strategy can do.
    */
-  readonly family?: SqlFamily;
+  readonly family?: () => SqlFamily | undefined;
 }
 
 /**
@@ -128,6 +130,8 @@ export class SqlLockBackend implements LockBackend {
   #closed = false;
   /** The database family, once known (a session strategy's capabilities depend on it). */
   #family?: SqlFamily;
+  /** Tells the family without I/O once the DataSource can be found (see the option). */
+  readonly #familyHint?: () => SqlFamily | undefined;
 
   constructor(
     source: SqlSource,
@@ -143,7 +147,8 @@ export class SqlLockBackend implements LockBackend {
     this.#maxWaitingConnections = options.maxWaitingConnections;
     this.#releaseNotifications = options.releaseNotifications ?? true;
     this.#pins = new PinnedConnections(backendName, sessionTimeoutMs / 3);
-    this.#family = options.family;
+    this.#familyHint = options.family;
+    this.#family = options.family?.();
     if (strategy.kind === 'session') {
       this.#acquire = (request) => this.waitInLine(request, this.headOfSession);
     }
@@ -474,11 +479,15 @@ export class SqlLockBackend implements LockBackend {
   /** The database, ready for statements; its family learned on first use. */
   private async open(): Promise<SqlDatabase> {
     const db = await this.#source.open();
-    if (this.#family === undefined) {
-      this.#family = db.dialect.family;
-      this.acquire = this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
-    }
+    if (this.#family === undefined) this.learnFamily(db.dialect.family);
     return db;
+  }
+
+  /** Records the database family once known, and waits as that family's strategy can. */
+  private learnFamily(family: SqlFamily | undefined): void {
+    if (family === undefined) return;
+    this.#family = family;
+    this.acquire = this.capabilities.waiting === 'poll' ? undefined : this.#acquire;
   }
 
   /**
@@ -486,6 +495,7 @@ export class SqlLockBackend implements LockBackend {
    * it can do on every family it runs on.
    */
   private sessionCapabilities(strategy: SessionStrategy): SessionCapabilities {
+    if (this.#family === undefined && this.#familyHint) this.learnFamily(this.#familyHint());
     if (this.#family) return strategy.supports(this.#family);
     const all = (['postgres', 'mysql'] as const).map((family) => strategy.supports(family));
     return {

@@ -207,7 +207,7 @@ export const sqlBackendFactory: BackendFactory<TypeormBackendConfig> = {
       {
         maxWaitingConnections: config.maxWaitingConnections,
         releaseNotifications: config.releaseNotifications ?? true,
-        family: knownFamily(find),
+        family: () => knownFamily(find),
       },
     );
     if (owned) {
