@@ -1,12 +1,12 @@
 import 'reflect-metadata';
 import { describe, expect, it } from '@jest/globals';
-import { Injectable, Module, Scope } from '@nestjs/common';
+import { Injectable, Scope } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { DataSource } from 'typeorm';
 import { Locked, LockConfigError, LockModule, type LockModuleOptions } from '../../lib/index';
-import { dataSourceOptions, dropTable, uniqueTableName } from '../../servers/databases';
+import { dropTable, uniqueTableName } from '../../servers/databases';
 import { settle } from '../support/async';
 import { createLockApp } from '../support/lock-app';
+import { lateDataSource } from '../support/late-data-source';
 
 /**
  * `@Locked` declarations are checked against the configured backends when the module starts:
@@ -130,21 +130,7 @@ describe('@Locked declarations checked at bootstrap', () => {
     // the app's own database can do just because the DataSource did not exist when the backend
     // was made.
     const tableName = uniqueTableName('capds');
-    let created: DataSource | undefined;
-    @Module({
-      providers: [
-        {
-          provide: 'CAPS_DS',
-          useFactory: async () => {
-            await new Promise((r) => setTimeout(r, 50));
-            created = new DataSource(dataSourceOptions('postgres') as never);
-            return created.initialize();
-          },
-        },
-      ],
-      exports: ['CAPS_DS'],
-    })
-    class LateDbModule {}
+    const late = lateDataSource('CAPS_DS');
     try {
       const t = await createLockApp(
         {
@@ -158,7 +144,7 @@ describe('@Locked declarations checked at bootstrap', () => {
             },
           },
         },
-        { imports: [LateDbModule], providers: [SlotsOnPostgresForUpdate] },
+        { imports: [late.module], providers: [SlotsOnPostgresForUpdate] },
       );
       try {
         expect(t.manager.getBackend('db').capabilities).toMatchObject({ permits: true });
@@ -167,7 +153,7 @@ describe('@Locked declarations checked at bootstrap', () => {
         await t.close();
       }
     } finally {
-      if (created?.isInitialized) await created.destroy();
+      await late.destroy();
       await dropTable('postgres', tableName);
     }
   }, 30_000);

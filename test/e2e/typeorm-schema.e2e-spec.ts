@@ -11,6 +11,7 @@ import {
   type DbKind,
 } from '../../servers/databases';
 import { createLockApp } from '../support/lock-app';
+import { lateDataSource } from '../support/late-data-source';
 
 describe.each<DbKind>(['postgres', 'mariadb', 'sqlite'])('typeorm schema on %s', (kind) => {
   it('the shipped migration creates a table the backend uses as is, and drops it on revert', async () => {
@@ -116,21 +117,7 @@ describe('typeorm entity and configuration', () => {
 
   it('resolves a DataSource provider that DI creates asynchronously (looked up on first use)', async () => {
     const tableName = uniqueTableName('late');
-    let created: DataSource | undefined;
-    @Module({
-      providers: [
-        {
-          provide: 'LATE_DS',
-          useFactory: async () => {
-            await new Promise((r) => setTimeout(r, 50));
-            created = new DataSource(dataSourceOptions('postgres') as never);
-            return created.initialize();
-          },
-        },
-      ],
-      exports: ['LATE_DS'],
-    })
-    class LateDbModule {}
+    const late = lateDataSource('LATE_DS');
     try {
       const t = await createLockApp(
         {
@@ -144,35 +131,21 @@ describe('typeorm entity and configuration', () => {
             },
           },
         },
-        { imports: [LateDbModule] },
+        { imports: [late.module] },
       );
       const lock = await t.locks.acquire('late-key');
       expect(lock.isHeld()).toBe(true);
       await lock.release();
       await t.close();
     } finally {
-      if (created?.isInitialized) await created.destroy();
+      await late.destroy();
       await dropTable('postgres', tableName);
     }
   });
 
   it('for-update on a DataSource DI creates late still queues waiters in the database', async () => {
     const tableName = uniqueTableName('lateq');
-    let created: DataSource | undefined;
-    @Module({
-      providers: [
-        {
-          provide: 'LATE_QUEUE_DS',
-          useFactory: async () => {
-            await new Promise((r) => setTimeout(r, 50));
-            created = new DataSource(dataSourceOptions('postgres') as never);
-            return created.initialize();
-          },
-        },
-      ],
-      exports: ['LATE_QUEUE_DS'],
-    })
-    class LateQueueDbModule {}
+    const late = lateDataSource('LATE_QUEUE_DS');
     try {
       const t = await createLockApp(
         {
@@ -186,7 +159,7 @@ describe('typeorm entity and configuration', () => {
             },
           },
         },
-        { imports: [LateQueueDbModule] },
+        { imports: [late.module] },
       );
       try {
         expect(t.manager.getBackend('db').capabilities.waiting).toBe('queue');
@@ -196,10 +169,12 @@ describe('typeorm entity and configuration', () => {
         // The waiter's SELECT ... FOR UPDATE waits on the row lock in the database (a poller
         // would only ever send NOWAIT attempts, never seen waiting on a lock).
         const waitingInDatabase = async (): Promise<boolean> => {
-          const rows = (await created!.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
-            [`%${tableName}%FOR UPDATE%`],
-          )) as Array<{ n: number }>;
+          const rows = (await late
+            .created()!
+            .query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+              [`%${tableName}%FOR UPDATE%`],
+            )) as Array<{ n: number }>;
           return rows[0].n === 1;
         };
         let seen = false;
@@ -217,7 +192,7 @@ describe('typeorm entity and configuration', () => {
         await t.close();
       }
     } finally {
-      if (created?.isInitialized) await created.destroy();
+      await late.destroy();
       await dropTable('postgres', tableName);
     }
   }, 30_000);
