@@ -86,6 +86,19 @@ export class LockService {
     return this.engine.forceRelease(key, opts, this.backend);
   }
 
+  /**
+   * Whether a backend (`opts.backend`, else this service's default) grants `'shared'` locks
+   * (`mode: 'shared'`) or `'permits'` (counted locks, `permits` above 1), so an app that runs on
+   * several stores can choose before asking: a request the backend cannot grant is refused with
+   * `LockConfigError`. No I/O; `LockConfigError` for an unknown backend.
+   */
+  supports(feature: 'shared' | 'permits', opts?: { backend?: string }): boolean {
+    if (feature !== 'shared' && feature !== 'permits') {
+      throw new LockConfigError('feature', `must be 'shared' or 'permits'`);
+    }
+    return this.engine.supports(feature, opts, this.backend);
+  }
+
   /** The innermost lock held by the current `withLock`/`@Locked` scope, if any. */
   current(): Lock | undefined {
     return this.engine.current();

@@ -51,7 +51,9 @@ export class CheckoutService {
         ...(await this.provider.authorize(lock.permit, amountCents)),
         fence: lock.fence,
       }),
-      { permits: this.config.payments.limit },
+      // One call at a time where the backend has no counted locks (Redlock, MariaDB
+      // `advisory`): under the provider's limit, only slower.
+      { permits: this.locks.supports('permits') ? this.config.payments.limit : 1 },
     );
     return { sku, qty, amountCents, priceRevision: quote.revision, payment };
   }

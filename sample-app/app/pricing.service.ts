@@ -68,9 +68,16 @@ export class PricingService {
   }
 
   /** Reads the price under the shared price lock: never torn, overlapping other reads. */
-  @Locked('price:{0}', { mode: 'shared' })
-  async quote(sku: string): Promise<PriceQuote> {
-    return this.read(sku, this.lockedReads, { fence: this.locks.current()?.fence ?? null });
+  quote(sku: string): Promise<PriceQuote> {
+    // `shared` where the backend grants it (every one but Redlock and MariaDB `advisory`); on
+    // those the read takes the key exclusively: still never torn, only not concurrent. A
+    // `@Locked('price:{0}', { mode: 'shared' })` would stop such an app at bootstrap instead.
+    const mode = this.locks.supports('shared') ? 'shared' : 'exclusive';
+    return this.locks.withLock(
+      priceKey(sku),
+      (lock) => this.read(sku, this.lockedReads, { fence: lock.fence }),
+      { mode },
+    );
   }
 
   /**

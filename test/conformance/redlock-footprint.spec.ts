@@ -122,10 +122,13 @@ describe('redlock: fence buckets per node and extendMany', () => {
 
   it('extendMany: a mixed batch renews only ours, by quorum, with one script call per node per 1,000 leases', async () => {
     const backend = await start();
+    // Long enough that taking all 1,500 on a loaded machine (seconds, in CI) expires none: the
+    // case is about ownership and batching (the expired lease below is the one that ran out),
+    // and renewing to 60 s shows on the keys (above the 30 s they were taken with).
     const held = Array.from({ length: 1_500 }, (_, i) => ({
       key: `rfp:x:${i}`,
       token: token(),
-      ttlMs: 5_000,
+      ttlMs: 30_000,
     }));
     for (let at = 0; at < held.length; at += 100) {
       await Promise.all(held.slice(at, at + 100).map((r) => backend.tryAcquire(r)));

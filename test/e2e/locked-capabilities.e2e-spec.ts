@@ -2,7 +2,13 @@ import 'reflect-metadata';
 import { describe, expect, it } from '@jest/globals';
 import { Injectable, Scope } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { Locked, LockConfigError, LockModule, type LockModuleOptions } from '../../lib/index';
+import {
+  Locked,
+  LockConfigError,
+  LockModule,
+  LockService,
+  type LockModuleOptions,
+} from '../../lib/index';
 import { dropTable, uniqueTableName } from '../../servers/databases';
 import { settle } from '../support/async';
 import { createLockApp } from '../support/lock-app';
@@ -120,6 +126,14 @@ describe('@Locked declarations checked at bootstrap', () => {
       expect(await prices.read('a')).toBe('a');
       expect(await prices.pay('p')).toBe('p');
       expect(await prices.order('o')).toBe('o');
+      // What an app that runs on several stores asks before choosing (no I/O).
+      const locks = app.get(LockService);
+      expect(locks.supports('shared')).toBe(true);
+      expect(locks.supports('permits')).toBe(true);
+      expect(locks.supports('shared', { backend: 'majority' })).toBe(false);
+      expect(locks.supports('permits', { backend: 'majority' })).toBe(false);
+      expect(() => locks.supports('shared', { backend: 'nope' })).toThrow(LockConfigError);
+      expect(() => locks.supports('upgrades' as 'shared')).toThrow(LockConfigError);
     } finally {
       await app.close();
     }

@@ -129,6 +129,17 @@ export class LockEngine {
   }
 
   /**
+   * Whether the backend named in `options` (else `defaultBackend`, else the module's default)
+   * grants `feature`: `'shared'` (`mode: 'shared'`) or `'permits'` (`permits` above 1). No I/O;
+   * `LockConfigError` for an unknown backend.
+   */
+  supports(feature: 'shared' | 'permits', options: unknown, defaultBackend?: string): boolean {
+    const backend = (options as { backend?: unknown } | undefined)?.backend;
+    const name = this.backends.resolve(backend, defaultBackend);
+    return this.backends.get(name).capabilities[feature] === true;
+  }
+
+  /**
    * Throws `LockConfigError` when `options` could never be granted here (invalid, an unknown
    * backend, or a `mode`/`permits` its backend cannot grant); no I/O.
    */
