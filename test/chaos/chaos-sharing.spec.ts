@@ -1,0 +1,92 @@
+/**
+ * The chaos matrix's sharing rows (issue 19), reduced profile (`PROFILES.ci`), as part of
+ * `npm test`: a counted slot's or a read hold's holder killed with `kill -9` while others wait,
+ * on every column whose backend declares the capability (read from the backend when it runs);
+ * on the others, the request must be refused with `LockConfigError`. A file of its own so Jest
+ * runs it beside `chaos-matrix.spec.ts`. The report goes to `.tmp/chaos-sharing-ci.md`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { stopAll } from '../../servers/redis-servers';
+import { stopAllZk } from '../../servers/zk-servers';
+import type { ChaosBackend } from './backends';
+import type { CellResult } from './cell';
+import { declaredCapabilities } from './backend-capabilities';
+import { runSharingCell, sharingRunsOn } from './sharing-cell';
+import { SHARING_SCENARIOS, type SharingScenario } from './sharing-scenarios';
+import { createLockApp } from '../support/lock-app';
+import { LockConfigError } from '../../lib/errors/lock.errors';
+import { machineLine } from '../../servers/machine';
+import { PROFILES, type MatrixRun, type SkippedCell } from './matrix';
+import { markdownReport } from './report';
+
+const profile = PROFILES.ci;
+const cells: CellResult[] = [];
+const skipped: SkippedCell[] = [];
+const columns: { id: string; label: string }[] = [];
+
+afterAll(async () => {
+  await stopAll();
+  await stopAllZk();
+  const run: MatrixRun = {
+    profile: profile.name,
+    timing: profile.timing,
+    backends: columns,
+    faults: SHARING_SCENARIOS.map((f) => ({ id: f.id, label: f.label })),
+    cells,
+    skipped,
+    date: new Date().toISOString(),
+    machine: machineLine(),
+  };
+  mkdirSync('.tmp', { recursive: true });
+  writeFileSync('.tmp/chaos-sharing-ci.md', markdownReport(run));
+});
+
+describe.each(profile.backends.map((make) => [make().label, make] as const))(
+  'chaos matrix, sharing rows: %s',
+  (_label, make) => {
+    // A fresh instance per describe (the one above only named it): it owns its servers and table.
+    const backend: ChaosBackend = make();
+    columns.push({ id: backend.id, label: backend.label });
+    beforeAll(() => backend.start(), 60_000);
+    afterAll(() => backend.stop(), 60_000);
+
+    for (const scenario of SHARING_SCENARIOS) {
+      const applies = sharingRunsOn(scenario, backend);
+      if (applies !== true) {
+        skipped.push({ backend: backend.id, fault: scenario.id, reason: applies });
+        continue;
+      }
+      // Which backends can is read from each backend when it runs: until it declares the
+      // capability, the case checks that it refuses the request instead of granting a mutex.
+      it(`${scenario.label}: given back in time, never over-admitted (or refused: no capabilities.${scenario.capability})`, async () => {
+        const capabilities = await declaredCapabilities(backend, profile.timing);
+        const runs = sharingRunsOn(scenario, backend, capabilities);
+        if (runs !== true) {
+          skipped.push({ backend: backend.id, fault: scenario.id, reason: runs });
+          await expectRefused(backend, scenario);
+          return;
+        }
+        const cell = await runSharingCell(backend, scenario, profile.timing);
+        cells.push(cell);
+        const summary = { ...cell, findings: cell.findings.map((f) => f.slice(0, 300)) };
+        expect(summary).toMatchObject({ verdict: 'pass', overlaps: 0, fenceViolations: 0 });
+        expect(cell.recoveryMs).toBeLessThanOrEqual(cell.boundMs);
+      }, 90_000);
+    }
+  },
+);
+
+/** The victim's request of `scenario`, on a backend without its capability: refused, never run as a mutex. */
+async function expectRefused(backend: ChaosBackend, scenario: SharingScenario): Promise<void> {
+  const app = await createLockApp(backend.options((ep) => ep, profile.timing));
+  try {
+    const error = await app.locks
+      .tryAcquire('chaos-refused', scenario.victim)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockConfigError);
+    expect(error).toMatchObject({ field: scenario.capability === 'shared' ? 'mode' : 'permits' });
+  } finally {
+    await app.close();
+  }
+}
