@@ -4,7 +4,9 @@
  * `-- --profile ci` runs the reduced profile `npm test` runs; `--backend <id>` and
  * `--fault <id>` (substrings) run part of it; `--repeat <n>` runs every cell n times;
  * `--render` rewrites the report and the README from `docs/chaos-matrix.json` alone. Partial and CI runs write `.tmp/chaos-matrix-*.md`
- * only, so the committed report always is a whole full run.
+ * only, so the committed report always is of full-profile runs; `--merge` with a partial
+ * full-profile run (new rows, say) puts its cells into `docs/chaos-matrix.json` in place of the
+ * same (backend, fault) cells, keeping the rest, and regenerates the report and README.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { stopAll } from '../../servers/redis-servers';
@@ -24,6 +26,30 @@ function writeFullReport(run: MatrixRun): void {
   writeFileSync('docs/chaos-matrix.json', `${JSON.stringify(run, null, 2)}\n`);
   writeFileSync('README.md', withReadmeBlock(readFileSync('README.md', 'utf8'), readmeBlock(run)));
   console.log('wrote docs/chaos-matrix.md, docs/chaos-matrix.json and the README section');
+}
+
+/**
+ * `base` with `part`'s cells in place of base's cells of the same (backend, fault), and its
+ * skipped cells likewise; backends and faults `part` adds are appended, in `part`'s order.
+ */
+function mergeRuns(base: MatrixRun, part: MatrixRun): MatrixRun {
+  const pairs = new Set(
+    [...part.cells, ...part.skipped].map((c) => `${c.backend}\u0000${c.fault}`),
+  );
+  const kept = <T extends { backend: string; fault: string }>(list: readonly T[]): T[] =>
+    list.filter((c) => !pairs.has(`${c.backend}\u0000${c.fault}`));
+  const union = (a: MatrixRun['faults'], b: MatrixRun['faults']) => [
+    ...a,
+    ...b.filter((x) => !a.some((y) => y.id === x.id)),
+  ];
+  return {
+    ...base,
+    backends: union(base.backends, part.backends),
+    faults: union(base.faults, part.faults),
+    cells: [...kept(base.cells), ...part.cells],
+    skipped: [...kept(base.skipped), ...part.skipped],
+    date: part.date,
+  };
 }
 
 async function main(): Promise<void> {
@@ -48,6 +74,8 @@ async function main(): Promise<void> {
 
   if (name === 'full' && !partial) {
     writeFullReport(run);
+  } else if (name === 'full' && process.argv.includes('--merge')) {
+    writeFullReport(mergeRuns(JSON.parse(readFileSync('docs/chaos-matrix.json', 'utf8')), run));
   } else {
     mkdirSync('.tmp', { recursive: true });
     writeFileSync(`.tmp/chaos-matrix-${name}.md`, markdownReport(run));
