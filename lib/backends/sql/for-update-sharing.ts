@@ -17,8 +17,8 @@ import type { SqlRunner } from './typeorm-types';
 
 /*
  * `for-update` locks that several hold at once: readers (`mode: 'shared'`) and counted holders
- * (`permits` above 1; on MariaDB see mysql-counted-rows.ts). Both share-lock the key's row, which keeps writers and
- * mutexes (`FOR UPDATE`) out. The database cannot list a row's share lockers, so each sharer
+ * (`permits` above 1; on MariaDB see mysql-counted-rows.ts). Both share-lock the key's row,
+ * which keeps writers and mutexes (`FOR UPDATE`) out. The database cannot list a row's share lockers, so each sharer
  * also registers, in the statement that locks the row: PostgreSQL a transaction-level advisory
  * lock in share mode (readers: one id per table and key; counted holders: a two-int id that
  * carries their N), MariaDB a reader the lowest free of 1024 numbered markers (user-level
