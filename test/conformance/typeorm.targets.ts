@@ -13,23 +13,15 @@ import type { ConformanceTarget } from './lock-conformance';
  */
 const CAPABILITIES = {
   table: { leaseBased: true, fencing: true, waiting: 'queue', shared: true, permits: true },
-  'for-update': {
-    leaseBased: false,
-    fencing: true,
-    waiting: 'queue',
-    shared: true,
-    permits: false,
-  },
+  'for-update': { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },
   advisory: { leaseBased: false, fencing: true, waiting: 'poll', shared: false, permits: false },
 } as const satisfies Record<string, ConformanceTarget['capabilities']>;
 
 /**
  * Where a strategy does more on one database: PostgreSQL advisory locks have a share mode and a
  * lock queue (shared and counted locks, waiting in the database); MariaDB's GET_LOCK has neither.
- * Counted for-update locks are built on PostgreSQL only (their holders register in pg_locks).
  */
 const ON_POSTGRES: Partial<Record<string, ConformanceTarget['capabilities']>> = {
-  'for-update': { ...CAPABILITIES['for-update'], permits: true },
   advisory: { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },
 };
 

@@ -140,7 +140,7 @@ describe('@Locked declarations checked at bootstrap', () => {
   });
 
   it('learns the database of a DataSource DI makes late before checking: PostgreSQL for-update grants permits', async () => {
-    // for-update grants permits on PostgreSQL, not on MariaDB: the check must not refuse what
+    // for-update grants permits by the database it runs on: the check must not refuse what
     // the app's own database can do just because the DataSource did not exist when the backend
     // was made.
     const tableName = uniqueTableName('capds');

@@ -26,6 +26,7 @@ const SHARED: Array<[ServerKind, SqlStrategy]> = [
 const COUNTED: Array<[ServerKind, SqlStrategy]> = [
   ['postgres', 'for-update'],
   ['postgres', 'advisory'],
+  ['mariadb', 'for-update'],
 ];
 
 /** How soon after a holder process dies its server-side session is gone, at most, ms. */

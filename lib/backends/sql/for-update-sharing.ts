@@ -5,17 +5,24 @@ import { permitsDisagreement } from './permits-disagreement';
 import { truthy, type SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import type { SessionHolders, SessionLock } from './sql-lock-strategy';
+import {
+  countRowPermits,
+  deleteCountRows,
+  heldSlotMarkers,
+  lockCountRow,
+  markedSlots,
+} from './mysql-counted-rows';
 import { killHolderOf, pgMilliseconds, pgTerminate } from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
 
 /*
  * `for-update` locks that several hold at once: readers (`mode: 'shared'`) and counted holders
- * (`permits` above 1, PostgreSQL). Both share-lock the key's row, which keeps writers and
- * mutexes (`FOR UPDATE`) out. The database cannot list a row's share lockers, so each sharer
+ * (`permits` above 1; on MariaDB see mysql-counted-rows.ts). Both share-lock the key's row,
+ * which keeps writers and mutexes (`FOR UPDATE`) out. The database cannot list a row's share lockers, so each sharer
  * also registers, in the statement that locks the row: PostgreSQL a transaction-level advisory
  * lock in share mode (readers: one id per table and key; counted holders: a two-int id that
  * carries their N), MariaDB a reader the lowest free of 1024 numbered markers (user-level
- * locks). Registrations go with the transaction or session, and tell the checks, `isLocked`,
+ * locks), a counted holder its slot's marker. Registrations go with the transaction or session, and tell the checks, `isLocked`,
  * `inspect` and `forceRelease` who shares the key. A counted holder's slot is one of N slot
  * rows (made as needed, left by their holders for the next, deleted by the last sharer), locked
  * `FOR UPDATE SKIP LOCKED`, lowest first.
@@ -45,6 +52,7 @@ export async function lockRowShared(
 ): Promise<RowLock> {
   const { key } = lock;
   const postgres = db.dialect.family === 'postgres';
+  if (!postgres && lock.permits > 1) return lockRowCountedMysql(db, runner, lock, mode);
   const register =
     lock.permits > 1
       ? 'pg_advisory_xact_lock_shared($2::int, $3::int)'
@@ -79,6 +87,49 @@ export async function lockRowShared(
 }
 
 /**
+ * MariaDB, a counted taker: share-locks the key's row (queued behind a waiting writer, as a
+ * reader is), then its count row (which refuses it if its holders agreed on another N). The
+ * key's row goes first, so a taker holds the count row only while no mutex holds the key: a
+ * mutex's release can then delete a count row left free with its own row, waiting for no one.
+ */
+async function lockRowCountedMysql(
+  db: SqlDatabase,
+  runner: SqlRunner,
+  lock: SessionLock,
+  mode: string,
+): Promise<RowLock> {
+  try {
+    const result = await runner.query(
+      `SELECT lock_key FROM ${db.table} WHERE lock_key = ? LOCK IN SHARE MODE ${mode}`.trim(),
+      [storedKey(lock.key)],
+      true,
+    );
+    if (result.records.length === 0) return 'gone';
+  } catch (err) {
+    if (isLockBusy(err)) return 'busy';
+    if (isDeadlock(err)) return 'gone';
+    throw db.explain(err);
+  }
+  return lockCountRow(db, runner, lock);
+}
+
+/**
+ * MariaDB, once `lock` is registered (a reader: its marker; a counted holder: its slot's marker)
+ * or, for a mutex, before it waits or after it found the key busy: refuses it (`LockConfigError`,
+ * permits) when the key is shared with other permits. Readers and mutexes look for slot markers,
+ * counted holders for reader markers; of a reader and a counted holder taking at once, the later
+ * to register sees the other's marker, since each looks only once its own is taken. Counted
+ * holders of different N are kept apart by the count row (see mysql-counted-rows.ts).
+ */
+async function checkAgreementMysql(db: SqlDatabase, lock: SessionLock): Promise<void> {
+  const others =
+    lock.permits > 1
+      ? (await sharers(db, lock.key)).readers
+      : (await markedSlots(db, lock.key)).length;
+  if (others > 0) throw permitsDisagreement(lock);
+}
+
+/**
  * PostgreSQL, once `lock` is registered (or, for a mutex, before it waits or after it found the
  * key busy): refuses it (`LockConfigError`, permits) when the key's other sharers asked for other
  * permits. A reader or mutex disagrees with any counted holder; a counted holder with readers
@@ -91,7 +142,7 @@ export async function checkAgreement(
   /** The lock's connection; absent: a pooled one (the lock's transaction failed a statement). */
   runner?: SqlRunner,
 ): Promise<void> {
-  if (db.dialect.family !== 'postgres') return;
+  if (db.dialect.family !== 'postgres') return checkAgreementMysql(db, lock);
   const [readerClass, readerObj] = pgAdvisoryIds(readerId(db, lock.key));
   const counted = lock.permits > 1;
   const sql =
@@ -193,7 +244,9 @@ export async function tidyIfUnused(
     );
     return;
   }
-  await runner.startTransaction();
+  // READ COMMITTED whatever the session's level (its take's bounds are restored by now): under
+  // REPEATABLE READ, InnoDB's SKIP LOCKED was seen to skip a key row nobody locked any more.
+  await runner.startTransaction('READ COMMITTED');
   const mine = await runner.query(
     `SELECT lock_key FROM ${db.table} WHERE lock_key = ? FOR UPDATE SKIP LOCKED`,
     [storedKey(key)],
@@ -201,6 +254,7 @@ export async function tidyIfUnused(
   );
   if (mine.records.length > 0) {
     await runner.query(`DELETE FROM ${db.table} WHERE lock_key = ?`, [storedKey(key)], true);
+    await deleteCountRows(db, runner, lock);
   }
   await runner.commitTransaction();
 }
@@ -224,7 +278,7 @@ async function heldSlots(db: SqlDatabase, lock: SessionLock): Promise<number[]> 
 async function sharers(
   db: SqlDatabase,
   key: string,
-): Promise<{ readers: number; counted: number; permits?: number }> {
+): Promise<{ readers: number; counted: number; permits?: number; slots?: number[] }> {
   if (db.dialect.family === 'postgres') {
     const [readerClass, readerObj] = pgAdvisoryIds(readerId(db, key));
     const result = await db.exec(
@@ -249,7 +303,9 @@ async function sharers(
     `SELECT COUNT(*) AS n FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
     [readerMarker(db, key)],
   );
-  return { readers: Number(result.records[0]?.n ?? 0), counted: 0 };
+  const slots = await markedSlots(db, key);
+  const permits = slots.length > 0 ? await countRowPermits(db, key) : undefined;
+  return { readers: Number(result.records[0]?.n ?? 0), counted: slots.length, permits, slots };
 }
 
 /** Whether anyone shares the key now (readers or counted holders). */
@@ -263,9 +319,9 @@ export async function sharingHolders(
   db: SqlDatabase,
   key: string,
 ): Promise<SessionHolders | undefined> {
-  const { readers, counted, permits } = await sharers(db, key);
+  const { readers, counted, permits, slots: marked } = await sharers(db, key);
   if (counted > 0 && permits !== undefined) {
-    const slots = await heldSlots(db, { key, mode: 'exclusive', permits });
+    const slots = marked ?? (await heldSlots(db, { key, mode: 'exclusive', permits }));
     return { holders: counted, mode: 'exclusive', permits, slots };
   }
   if (readers > 0) return { holders: readers, mode: 'shared', permits: 1 };
@@ -290,9 +346,10 @@ export async function endSharers(db: SqlDatabase, key: string): Promise<boolean>
     `SELECT seq FROM seq_0_to_${MAX_MYSQL_READERS - 1} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
     [readerMarker(db, key)],
   );
+  const markers = used.records.map(({ seq }) => `${readerMarker(db, key)}${String(seq)}`);
   let ended = false;
-  for (const { seq } of used.records) {
-    if (await killHolderOf(db, `${readerMarker(db, key)}${String(seq)}`)) ended = true;
+  for (const marker of [...markers, ...(await heldSlotMarkers(db, key))]) {
+    if (await killHolderOf(db, marker)) ended = true;
   }
   return ended;
 }

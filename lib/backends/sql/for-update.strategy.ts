@@ -19,7 +19,6 @@ import {
   pgTerminate,
 } from './sql-sessions';
 import type { SqlRunner } from './typeorm-types';
-import type { LockMode } from '../../core/contract/lock-backend';
 import type { SessionHolders } from './sql-lock-strategy';
 import type { SqlFamily } from './sql-dialect';
 import {
@@ -34,6 +33,13 @@ import {
   waitForSlot,
   type RowLock,
 } from './for-update-sharing';
+import {
+  countRowKey,
+  lockFreeSlotMysql,
+  makeSlotRowsMysql,
+  pollForSlotMysql,
+  prepareCountRow,
+} from './mysql-counted-rows';
 
 /** Largest PostgreSQL `lock_timeout`, ms (an int); longer waits are unbounded (`0`). */
 const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
@@ -70,12 +76,12 @@ const SLOT_WAIT_MAX_MS = 500;
  * MODE`), a writer locks it `FOR UPDATE` as a mutex does. InnoDB queues a new share request
  * behind a waiting writer (writer preference); PostgreSQL grants it beside other readers however
  * long a writer has waited, so there a reader that sees a writer queued on the row stands back
- * and looks again shortly. Counted locks (`permits`, PostgreSQL only): the holder share-locks the
- * key's row too, then locks the lowest free of N slot rows `FOR UPDATE SKIP LOCKED`; with none
- * free it stands back and looks again while its wait lasts (the database has no "any of these
- * rows" wait). Sharers register so the server can tell who they are, and holders that disagree
- * about `permits` are refused: see for-update-sharing.ts. MariaDB has no counted locks here: a
- * counted holder of another N could not be told apart without listing every possible marker.
+ * and looks again shortly. Counted locks (`permits`): the holder share-locks the key's row too,
+ * then locks the lowest free of N slot rows `FOR UPDATE SKIP LOCKED`; with none free it waits
+ * for one slot row after another, briefly each (PostgreSQL), or looks again after short pauses
+ * (MariaDB), while its wait lasts (the database has no "any of these rows" wait). Sharers
+ * register so the server can tell who they are, and holders that disagree about `permits` are
+ * refused: see for-update-sharing.ts, and mysql-counted-rows.ts for MariaDB's count row.
  */
 export class ForUpdateStrategy implements SessionStrategy {
   readonly kind = 'session';
@@ -83,7 +89,7 @@ export class ForUpdateStrategy implements SessionStrategy {
   constructor(private readonly sessionTimeoutMs: number) {}
 
   supports(family: SqlFamily): SessionCapabilities {
-    return { shared: true, permits: family === 'postgres', waitsInDatabase: true };
+    return { shared: true, permits: family !== 'sqlite', waitsInDatabase: true };
   }
 
   /**
@@ -143,6 +149,8 @@ export class ForUpdateStrategy implements SessionStrategy {
     const { key, mode } = lock;
     const postgres = db.dialect.family === 'postgres';
     const mutex = mode === 'exclusive' && lock.permits === 1;
+    /** MariaDB counted: its registration (the slot marker) comes with the slot, checked after. */
+    const mysqlCounted = !postgres && lock.permits > 1;
     let held = false;
     let inTransaction = false;
     /** This take share-locked the key's row (and so may have kept its last holder from tidying). */
@@ -150,6 +158,7 @@ export class ForUpdateStrategy implements SessionStrategy {
     if (!postgres) await boundMysqlSession(runner, this.sessionTimeoutMs, waitMs);
     try {
       if (!(await makeRow(db, runner, key))) return ['busy', 0];
+      if (mysqlCounted && !(await prepareCountRow(db, runner, lock))) return ['busy', 0];
       // READ COMMITTED whatever the DataSource's default: a lock wait that ends on a row its
       // holder deleted must find it gone, not fail to serialise (40001 under REPEATABLE READ),
       // and on InnoDB lock no gap that would stop other keys' rows from being made.
@@ -166,22 +175,30 @@ export class ForUpdateStrategy implements SessionStrategy {
       // The failed NOWAIT ended the transaction's use: the check goes on a pooled connection.
       if (outcome === 'busy' && mutex && waitMs <= 0) await checkAgreement(db, lock);
       if (outcome !== 'locked') return [outcome, 0];
-      if (!mutex) await checkAgreement(db, lock, runner);
-      let slot = lock.permits > 1 ? await lockFreeSlot(db, runner, lock) : 0;
+      if (!mutex && !mysqlCounted) await checkAgreement(db, lock, runner);
+      const freeSlot = postgres ? lockFreeSlot : lockFreeSlotMysql;
+      let slot = lock.permits > 1 ? await freeSlot(db, runner, lock) : 0;
       if (slot === null) {
         // Slot rows exist while the key is shared (their holders leave them for the next);
         // the first sharer, or one after the last left, makes the missing ones.
-        await makeSlotRows(db, lock);
-        slot = await lockFreeSlot(db, runner, lock);
+        await (postgres ? makeSlotRows(db, lock) : makeSlotRowsMysql(db, lock));
+        slot = await freeSlot(db, runner, lock);
       }
       if (slot === null && waitMs > 0) {
-        // All held: wait in the lock queue for one slot row after another, briefly each.
-        const next = attempt % lock.permits;
         const chunk = Math.min(waitMs, SLOT_WAIT_MAX_MS, SLOT_WAIT_MIN_MS * 2 ** attempt);
-        if (!(await waitForSlot(db, runner, lock, next, chunk))) return ['retry', 0];
-        slot = next;
+        if (postgres) {
+          // All held: wait in the lock queue for one slot row after another, briefly each.
+          const next = attempt % lock.permits;
+          if (!(await waitForSlot(db, runner, lock, next, chunk))) return ['retry', 0];
+          slot = next;
+        } else {
+          slot = await pollForSlotMysql(db, runner, lock, chunk);
+          if (slot === null) return ['retry', 0];
+        }
       }
       if (slot === null) return ['busy', 0];
+      // Registered now (its slot marker): a reader registered before is seen here.
+      if (mysqlCounted) await checkAgreement(db, lock);
       held = true;
       return ['locked', slot];
     } finally {
@@ -189,16 +206,19 @@ export class ForUpdateStrategy implements SessionStrategy {
       // session left in its transaction must never go back to the pool.
       if (!held) {
         if (inTransaction) await runner.rollbackTransaction();
-        if (shared) await tidyIfUnused(db, runner, lock);
-        if (!postgres) await restoreMysql(db, runner, key, mode);
+        // MariaDB: the session's bounds go first (a 0 s row-lock wait breaks the tidy's
+        // SKIP LOCKED read there: see mysql-counted-rows.ts), then its markers.
+        if (!postgres) await restoreMysql(db, runner, lock);
+        if (shared || mysqlCounted) await tidyIfUnused(db, runner, lock);
       }
     }
   }
 
   async release(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
     const { key, mode } = hold;
+    const postgres = db.dialect.family === 'postgres';
     // The marker goes first: it never outlives the row lock it names.
-    if (db.dialect.family !== 'postgres') await restoreMysql(db, runner, key, mode);
+    if (!postgres) await restoreMysql(db, runner, hold);
     if (mode === 'shared' || hold.permits > 1) {
       // A slot row stays for the next holder (one waiting for it gets it at the commit); once
       // this sharer shares the key no more, the key's rows go if no one else uses them.
@@ -207,9 +227,14 @@ export class ForUpdateStrategy implements SessionStrategy {
       return true;
     }
     // Deleted by the holder, in its transaction: the row lock guards it until the commit.
+    // MariaDB: with the key's count row if a counted taker made it and gave up (no counted
+    // holder can share-lock it while this holder keeps the key's row, so this waits for no one
+    // but a taker making it, a few statements long).
     await runner.query(
-      db.dialect.sql(`DELETE FROM ${db.table} WHERE lock_key = ?`),
-      [storedKey(key)],
+      postgres
+        ? `DELETE FROM ${db.table} WHERE lock_key = $1`
+        : `DELETE FROM ${db.table} WHERE lock_key IN (?, ?)`,
+      postgres ? [storedKey(key)] : [storedKey(key), countRowKey(key)],
       true,
     );
     await runner.commitTransaction();
@@ -376,17 +401,13 @@ function isolationFor(db: SqlDatabase): 'READ COMMITTED' | undefined {
 }
 
 /**
- * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours; a reader's:
- * every user-level lock of the session, which holds this lock's marker only) and gives the
- * connection its usual `wait_timeout` back.
+ * MariaDB: in one statement, frees the row's marker (a no-op when it is not ours; a reader's or
+ * counted holder's: every user-level lock of the session, which holds this lock's marker only)
+ * and gives the connection its usual `wait_timeout` back.
  */
-async function restoreMysql(
-  db: SqlDatabase,
-  runner: SqlRunner,
-  key: string,
-  mode: LockMode,
-): Promise<void> {
-  if (mode === 'shared') {
+async function restoreMysql(db: SqlDatabase, runner: SqlRunner, lock: SessionLock): Promise<void> {
+  const { key, mode } = lock;
+  if (mode === 'shared' || lock.permits > 1) {
     await runner.query(
       `SET ${MYSQL_RESTORE_SESSION}, @ndl_marker_released = RELEASE_ALL_LOCKS()`,
       [],

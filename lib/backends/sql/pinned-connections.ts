@@ -74,6 +74,15 @@ export class PinnedConnections {
     return this.heldKeys.has(key);
   }
 
+  /** Whether this process holds `key` as a mutex (exclusive, one permit): busy for every other. */
+  holdsMutex(key: string): boolean {
+    if (!this.heldKeys.has(key)) return false;
+    for (const { key: held, hold } of this.held.values()) {
+      if (held === key && hold.mode === 'exclusive' && hold.permits === 1) return true;
+    }
+    return false;
+  }
+
   /**
    * A dedicated connection, or `LockBackendError` when that would exhaust the pool. Counted
    * before its first await, so a caller that checked {@link canPin} just before gets it.

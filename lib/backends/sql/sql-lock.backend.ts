@@ -336,7 +336,7 @@ export class SqlLockBackend implements LockBackend {
    * one wait in the database for the whole time left (an abort ends the waiting session, so
    * nothing needs to look for it between shorter waits; MariaDB waits in whole seconds, so
    * below one second it tries without waiting and sleeps briefly instead). Otherwise a try
-   * without waiting (none when this process holds the key: it is busy for sure, and the try
+   * without waiting (none when this process holds the key as a mutex: it is busy for sure, and the try
    * would cost a pin), then a sleep until a slot or a pin frees or the back-off passes.
    */
   private readonly headOfSession = async (
@@ -363,7 +363,9 @@ export class SqlLockBackend implements LockBackend {
         }
         continue;
       }
-      if (this.#pins.canPin(db) && !(isMutex(request) && this.#pins.holds(key))) {
+      // A mutex's try is skipped only where this process holds the key as a mutex: held shared
+      // or counted here, the database refuses it (permits disagree), which is worth the pin.
+      if (this.#pins.canPin(db) && !(isMutex(request) && this.#pins.holdsMutex(key))) {
         const grant = await this.take(db, request, 0);
         if (grant) return grant;
       }
