@@ -77,9 +77,14 @@ class PricesOnMemory {
 }
 
 @Injectable()
-class SlotsOnPostgresForUpdate {
+class ReadsOnPostgresAdvisory {
   @Locked('slots:{0}', { backend: 'db', permits: 2 })
   async work(id: string): Promise<string> {
+    return id;
+  }
+
+  @Locked('reads:{0}', { backend: 'db', mode: 'shared' })
+  async read(id: string): Promise<string> {
     return id;
   }
 }
@@ -139,10 +144,10 @@ describe('@Locked declarations checked at bootstrap', () => {
     }
   });
 
-  it('learns the database of a DataSource DI makes late before checking: PostgreSQL for-update grants permits', async () => {
-    // for-update grants permits by the database it runs on: the check must not refuse what
-    // the app's own database can do just because the DataSource did not exist when the backend
-    // was made.
+  it('learns the database of a DataSource DI makes late before checking: PostgreSQL advisory grants shared and permits', async () => {
+    // advisory grants them on PostgreSQL, not on MariaDB (GET_LOCK is exclusive only): the check
+    // must not refuse what the app's own database can do just because the DataSource did not
+    // exist when the backend was made.
     const tableName = uniqueTableName('capds');
     const late = lateDataSource('CAPS_DS');
     try {
@@ -154,15 +159,19 @@ describe('@Locked declarations checked at bootstrap', () => {
               dataSourceToken: 'CAPS_DS',
               tableName,
               createTable: true,
-              strategy: 'for-update',
+              strategy: 'advisory',
             },
           },
         },
-        { imports: [late.module], providers: [SlotsOnPostgresForUpdate] },
+        { imports: [late.module], providers: [ReadsOnPostgresAdvisory] },
       );
       try {
-        expect(t.manager.getBackend('db').capabilities).toMatchObject({ permits: true });
-        expect(await t.app.get(SlotsOnPostgresForUpdate).work('w')).toBe('w');
+        expect(t.manager.getBackend('db').capabilities).toMatchObject({
+          shared: true,
+          permits: true,
+        });
+        expect(await t.app.get(ReadsOnPostgresAdvisory).work('w')).toBe('w');
+        expect(await t.app.get(ReadsOnPostgresAdvisory).read('r')).toBe('r');
       } finally {
         await t.close();
       }
