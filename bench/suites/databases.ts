@@ -247,10 +247,21 @@ async function measureCombo(combo: Combo, profile: Profile): Promise<ComboResult
 
     // The first cycle creates the table, the key row and the fence row: capture two steady ones
     // after it, apart by a few ms so that SQLite's clock literal differs between them.
+    // A statement of the backend's own that lands in a capture (its start-up sweep of rows
+    // left by dead holders runs once, beside the first cycles) makes two captures differ: take
+    // captures until two in a row agree on their statement counts (compile refuses otherwise).
     await cycle();
-    const first = await capture(recorder, locks, key);
-    await new Promise((resolve) => setTimeout(resolve, 3));
-    const second = await capture(recorder, locks, key);
+    let first = await capture(recorder, locks, key);
+    let second = first;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 3));
+      second = await capture(recorder, locks, key);
+      const steady =
+        first.acquire.length === second.acquire.length &&
+        first.release.length === second.release.length;
+      if (steady) break;
+      first = second;
+    }
     const captureClock = Number(monotonicMs());
     const steps = compile(first, second, captureClock, label);
     const acquireSteps = steps.slice(0, second.acquire.length);
@@ -371,8 +382,14 @@ async function capture(
 function compile(a: CapturedCycle, b: CapturedCycle, clockMs: number, label: string): Step[] {
   const all = (c: CapturedCycle): Statement[] => [...c.acquire, ...c.release];
   const [first, second] = [all(a), all(b)];
-  if (a.acquire.length !== b.acquire.length || first.length !== second.length)
-    throw new Error(`databases: ${label}: two steady cycles sent different statement counts`);
+  if (a.acquire.length !== b.acquire.length || first.length !== second.length) {
+    const list = (c: Statement[]): string => c.map((s) => `  ${s.sql.slice(0, 160)}`).join('\n');
+    throw new Error(
+      `databases: ${label}: two steady cycles sent different statement counts:\n` +
+        `first (${a.acquire.length} to acquire):\n${list(first)}\n` +
+        `second (${b.acquire.length} to acquire):\n${list(second)}`,
+    );
+  }
   // The lock's own connection is the one used in both phases (pinned for-update/advisory);
   // the table strategy has none: every statement is autocommit on any pooled connection.
   const releaseRunners = new Set(b.release.map((s) => s.runner));

@@ -13,7 +13,9 @@ import { startTcpProxy, type TcpProxy } from '../../servers/tcp-proxy';
 import type { ChaosBackend, ChaosTiming, Endpoint, Route } from './backends';
 import type { ChaosWorkerArgs } from './chaos-worker';
 import {
+  endOfWorker,
   killAll,
+  killWorker,
   startWorker,
   stopWorkers,
   victimFirst,
@@ -159,6 +161,7 @@ export async function runCell(
       timing,
       victim: victim.child,
       victimExited: victim.exited,
+      killVictim: () => killWorker(victim),
       proxies,
       netns,
       clockFile,
@@ -180,7 +183,7 @@ export async function runCell(
 
     const events = readHistory(files);
     const victimKilled = fault.id === 'holder-kill';
-    const victimExit = victim.exitedAt;
+    const victimExit = endOfWorker(victim);
     const check = checkHistory(events, {
       // A worker killed while holding holds nothing once it is dead.
       openHoldEnd: (h) =>

@@ -19,6 +19,23 @@ export interface Worker {
   exitCode?: number | null;
   /** Runner's monotonic time of the exit. */
   exitedAt?: bigint;
+  /** Runner's monotonic time just after `killWorker` sent SIGKILL. */
+  killedAt?: bigint;
+}
+
+/**
+ * SIGKILLs `worker` and records when: once `kill` returns the process runs no more code, so its
+ * holds end then. Its exit is seen later (the runner's event loop, under load tens of ms after
+ * the server already gave a connection-bound lock on), too late to stand for the end.
+ */
+export function killWorker(worker: Worker): void {
+  worker.child.kill('SIGKILL');
+  worker.killedAt = process.hrtime.bigint();
+}
+
+/** When `worker`'s holds ended, if it died: killed (see {@link killWorker}) or exited. */
+export function endOfWorker(worker: Worker): bigint | undefined {
+  return worker.killedAt ?? worker.exitedAt;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -5,52 +5,22 @@
  * on the others, the request must be refused with `LockConfigError`. A file of its own so Jest
  * runs it beside `chaos-matrix.spec.ts`. The report goes to `.tmp/chaos-sharing-ci.md`.
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { stopAll } from '../../servers/redis-servers';
-import { stopAllZk } from '../../servers/zk-servers';
+import { expect, it } from '@jest/globals';
 import type { ChaosBackend } from './backends';
-import type { CellResult } from './cell';
 import { declaredCapabilities } from './backend-capabilities';
+import { CI_PROFILE, describeCiColumns } from './ci-columns';
 import { runSharingCell, sharingRunsOn } from './sharing-cell';
 import { SHARING_SCENARIOS, type SharingScenario } from './sharing-scenarios';
 import { createLockApp } from '../support/lock-app';
 import { LockConfigError } from '../../lib/errors/lock.errors';
-import { machineLine } from '../../servers/machine';
-import { PROFILES, type MatrixRun, type SkippedCell } from './matrix';
-import { markdownReport } from './report';
 
-const profile = PROFILES.ci;
-const cells: CellResult[] = [];
-const skipped: SkippedCell[] = [];
-const columns: { id: string; label: string }[] = [];
+const profile = CI_PROFILE;
 
-afterAll(async () => {
-  await stopAll();
-  await stopAllZk();
-  const run: MatrixRun = {
-    profile: profile.name,
-    timing: profile.timing,
-    backends: columns,
-    faults: SHARING_SCENARIOS.map((f) => ({ id: f.id, label: f.label })),
-    cells,
-    skipped,
-    date: new Date().toISOString(),
-    machine: machineLine(),
-  };
-  mkdirSync('.tmp', { recursive: true });
-  writeFileSync('.tmp/chaos-sharing-ci.md', markdownReport(run));
-});
-
-describe.each(profile.backends.map((make) => [make().label, make] as const))(
-  'chaos matrix, sharing rows: %s',
-  (_label, make) => {
-    // A fresh instance per describe (the one above only named it): it owns its servers and table.
-    const backend: ChaosBackend = make();
-    columns.push({ id: backend.id, label: backend.label });
-    beforeAll(() => backend.start(), 60_000);
-    afterAll(() => backend.stop(), 60_000);
-
+describeCiColumns(
+  'chaos matrix, sharing rows',
+  SHARING_SCENARIOS,
+  'chaos-sharing-ci',
+  (backend, { cells, skipped }) => {
     for (const scenario of SHARING_SCENARIOS) {
       const applies = sharingRunsOn(scenario, backend);
       if (applies !== true) {
@@ -75,6 +45,7 @@ describe.each(profile.backends.map((make) => [make().label, make] as const))(
       }, 90_000);
     }
   },
+  (backend) => SHARING_SCENARIOS.some((scenario) => sharingRunsOn(scenario, backend) === true),
 );
 
 /** The victim's request of `scenario`, on a backend without its capability: refused, never run as a mutex. */

@@ -21,6 +21,8 @@ export interface FaultContext {
   readonly victim: ChildProcess;
   /** Resolves with the runner's monotonic time once the victim process has exited. */
   readonly victimExited: Promise<bigint>;
+  /** SIGKILLs the victim, recording when (its holds end then). */
+  readonly killVictim: () => void;
   /** The victim's proxies, one per store endpoint, in `backend.endpoints()` order ('proxied', 'netns'). */
   readonly proxies: readonly TcpProxy[];
   readonly netns?: Netns;
@@ -116,7 +118,7 @@ export const FAULTS: readonly Fault[] = [
     applies: onlyRedisVolatile,
     victimSetup: 'plain',
     inject: async (ctx) => {
-      ctx.victim.kill('SIGKILL');
+      ctx.killVictim();
       return ctx.victimExited;
     },
     boundMs: (b, t) => afterSilence(b, t, 0),

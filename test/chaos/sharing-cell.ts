@@ -14,7 +14,9 @@ import { checkAdmission, type AdmittedHold } from './admission-check';
 import type { ChaosBackend, ChaosTiming } from './backends';
 import type { CellResult } from './cell';
 import {
+  endOfWorker,
   killAll,
+  killWorker,
   startWorker,
   stopWorkers,
   victimFirst,
@@ -140,6 +142,7 @@ export async function runSharingCell(
       timing,
       victim: victim.child,
       victimExited: victim.exited,
+      killVictim: () => killWorker(victim),
       proxies: [],
       key: KEY,
     };
@@ -149,9 +152,7 @@ export async function runSharingCell(
     const files = workers.map((w) => join(dir, `${w.name}.jsonl`));
     // A hold still open: the victim's ended when it died; anyone else's is still going.
     const openEnd = (worker: string): bigint =>
-      worker === victim.name && victim.exitedAt !== undefined
-        ? victim.exitedAt
-        : process.hrtime.bigint();
+      (worker === victim.name ? endOfWorker(victim) : undefined) ?? process.hrtime.bigint();
     const until = performance.now() + boundMs + 2_000;
     while (
       recoveredAt(readHolds(files, openEnd), faultAt, scenario.recovered) === undefined &&
