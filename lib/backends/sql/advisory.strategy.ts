@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { monotonicNow } from '../../core/shared/clock';
 import { isLockBusy } from './driver-errors';
-import { permitsDisagreement } from './permits-disagreement';
+import { permitsDisagreement } from '../../core/shared/permits-disagreement';
 import { connectionAnswers } from './pinned-connections';
 import type {
   SessionCapabilities,
@@ -90,7 +90,8 @@ export class AdvisoryStrategy implements SessionStrategy {
     if (lock.mode === 'shared') return (await this.tryShared(db, runner, lock)) ? 0 : null;
     if (await this.tryExclusive(db, runner, lock.key)) return 0;
     // Busy: a key that counted holders share is refused rather than waited for in vain.
-    if (await hasSlotHolders(db, lock.key)) throw permitsDisagreement(lock);
+    if (await hasSlotHolders(db, lock.key))
+      throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
     return null;
   }
 
@@ -133,7 +134,7 @@ export class AdvisoryStrategy implements SessionStrategy {
   ): Promise<boolean> {
     const id = advisoryKey64(lock.key);
     if (lock.mode === 'exclusive' && (await hasSlotHolders(db, lock.key))) {
-      throw permitsDisagreement(lock);
+      throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
     }
     await this.boundWait(db, runner, waitMs);
     try {
@@ -176,7 +177,7 @@ export class AdvisoryStrategy implements SessionStrategy {
       [advisoryKey64(lock.key)],
       true,
     );
-    throw permitsDisagreement(lock);
+    throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
   }
 
   /**
@@ -277,7 +278,7 @@ export class AdvisoryStrategy implements SessionStrategy {
       shared ? [classid, objid, id] : [classid, objid],
       true,
     );
-    throw permitsDisagreement(lock);
+    throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
   }
 
   /** MariaDB/MySQL: the mutex's `GET_LOCK`, the session bounded first (restored on failure). */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { advisoryKey64, pgAdvisoryIds } from './advisory.strategy';
 import { isDeadlock, isLockBusy } from './driver-errors';
-import { permitsDisagreement } from './permits-disagreement';
+import { permitsDisagreement } from '../../core/shared/permits-disagreement';
 import { truthy, type SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import type { SessionHolders, SessionLock } from './sql-lock-strategy';
@@ -126,7 +126,7 @@ async function checkAgreementMysql(db: SqlDatabase, lock: SessionLock): Promise<
     lock.permits > 1
       ? (await sharers(db, lock.key)).readers
       : (await markedSlots(db, lock.key)).length;
-  if (others > 0) throw permitsDisagreement(lock);
+  if (others > 0) throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
 }
 
 /**
@@ -155,7 +155,8 @@ export async function checkAgreement(
     ? [countedClass(db, lock.key), readerClass, readerObj, lock.permits]
     : [countedClass(db, lock.key)];
   const result = runner ? await runner.query(sql, params, true) : await db.exec(sql, params);
-  if (truthy(result.records[0]?.other)) throw permitsDisagreement(lock);
+  if (truthy(result.records[0]?.other))
+    throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
 }
 
 /**

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { monotonicNow } from '../../core/shared/clock';
 import { sleep } from '../../core/shared/timers';
 import { isDeadlock, isLockBusy } from './driver-errors';
-import { permitsDisagreement } from './permits-disagreement';
+import { permitsDisagreement } from '../../core/shared/permits-disagreement';
 import type { SqlDatabase } from './sql-database';
 import { storedKey } from './sql-dialect';
 import type { SessionLock } from './sql-lock-strategy';
@@ -133,7 +133,8 @@ export async function lockCountRow(
     if (isLockBusy(err) || isDeadlock(err)) return 'gone';
     throw db.explain(err);
   }
-  if (Number(permits) !== lock.permits) throw permitsDisagreement(lock);
+  if (Number(permits) !== lock.permits)
+    throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
   return 'locked';
 }
 
