@@ -25,7 +25,6 @@ const SHARED: Array<[ServerKind, SqlStrategy]> = [
 ];
 const COUNTED: Array<[ServerKind, SqlStrategy]> = [
   ['postgres', 'for-update'],
-  ['postgres', 'advisory'],
   ['mariadb', 'for-update'],
 ];
 

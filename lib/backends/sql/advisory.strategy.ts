@@ -73,7 +73,10 @@ export class AdvisoryStrategy implements SessionStrategy {
 
   supports(family: SqlFamily): SessionCapabilities {
     const postgres = family === 'postgres';
-    return { shared: postgres, permits: postgres, waitsInDatabase: postgres };
+    // Counted locks (slot locks) are built below but not granted: in one CI run a waiter for a
+    // slot whose holder was SIGKILLed failed with a store error (chaos row "slot holder killed"),
+    // not understood yet. Refused (LockConfigError before any I/O) until it is.
+    return { shared: postgres, permits: false, waitsInDatabase: postgres };
   }
 
   async take(
