@@ -505,6 +505,10 @@ async function runWriterUnderReaders(f: LockFixture, writerLocks: LockService): 
     await Promise.all(running);
   })();
   try {
+    // The stream holds the key before the writer asks (its first reader may take a while to get
+    // in on a loaded machine: a store session, a registration).
+    const streaming = performance.now() + 5_000;
+    while (!(await f.locks.isLocked(key)) && performance.now() < streaming) await sleep(25);
     await sleep(150);
     await f.expectLocked(key, true);
     const t0 = performance.now();
