@@ -100,6 +100,9 @@ describe('redis faults', () => {
       // Known unsafe without persistence: A believes it holds until its next renewal.
       expect(await lost).toBeInstanceOf(LockLostError);
       expect(held.isHeld()).toBe(false);
+      // Calls fail fast while the client is still reconnecting (by design): wait until it is back.
+      const back = now() + 5_000;
+      while ((await b.locks.health())['r']?.status !== 'up' && now() < back) await sleep(50);
       const lock = await b.locks.acquire('k', { waitTimeout: 5_000 });
       expect(lock.isHeld()).toBe(true);
       await lock.release();
