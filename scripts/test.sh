@@ -2,7 +2,7 @@
 # The whole test suite: make sure the servers it needs are there (installing them as root),
 # then type check, lint, build (the package is tested as users load it),
 # then every Jest project (bounded at 24 minutes, so a leaked handle can never hang CI; the
-# suite itself takes 13-18 minutes on this 2-core machine, more when something else loads it).
+# suite took about 20 minutes on this 2-core machine in its last full run: see the issue-19 note).
 # Ends with one "N passed, N failed, N skipped" line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
