@@ -21,6 +21,7 @@ import {
   victimFirst,
   waitFor,
   type Worker,
+  stderrSummary,
 } from './chaos-process';
 import type { Fault, FaultContext } from './faults';
 import { startFencedResource, type FencedWrite } from './fenced-resource';
@@ -213,9 +214,7 @@ export async function runCell(
     for (const w of workers) {
       const expectedDead = w === victim && victimKilled;
       if (!expectedDead && w.exitCode !== 0)
-        harness.push(
-          `${w.name} exit ${w.exitCode ?? 'none (killed)'}: ${w.stderr.trim().split('\n').slice(-3).join(' | ')}`,
-        );
+        harness.push(`${w.name} exit ${w.exitCode ?? 'none (killed)'}: ${stderrSummary(w.stderr)}`);
     }
     if (count('malformed') > 0)
       harness.push(

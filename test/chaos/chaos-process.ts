@@ -84,10 +84,7 @@ export function startWorker<A extends { readonly worker: string }>(
     partial = lines.pop()!;
     worker.lines.push(...lines);
   });
-  child.stderr!.on(
-    'data',
-    (d: Buffer) => (worker.stderr = (worker.stderr + d.toString()).slice(-4_000)),
-  );
+  child.stderr!.on('data', (d: Buffer) => (worker.stderr = keepEnds(worker.stderr + d.toString())));
   return worker;
 }
 
@@ -153,4 +150,24 @@ export async function stopWorkers(workers: readonly Worker[], stopFile: string):
   for (const w of workers) {
     while (w.exitCode === undefined && performance.now() < exitBy) await sleep(20);
   }
+}
+
+/**
+ * A worker's stderr as kept for a report: its first and last 4,000 characters (an error's
+ * message and the first frames come first; a crash's stack comes last).
+ */
+function keepEnds(text: string): string {
+  const END = 4_000;
+  if (text.length <= 2 * END + 64) return text;
+  return `${text.slice(0, END)}\n[… ${text.length - 2 * END} characters …]\n${text.slice(-END)}`;
+}
+
+/**
+ * A worker's stderr in one line for a finding: its first two lines (the error and where it
+ * was thrown) and its last two (what the process said as it died), without repeats.
+ */
+export function stderrSummary(stderr: string): string {
+  const lines = stderr.trim().split('\n');
+  const picked = lines.length <= 4 ? lines : [...lines.slice(0, 2), '…', ...lines.slice(-2)];
+  return picked.join(' | ');
 }

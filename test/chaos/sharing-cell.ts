@@ -22,6 +22,7 @@ import {
   victimFirst,
   waitFor,
   type Worker,
+  stderrSummary,
 } from './chaos-process';
 import { FAULTS, runsOn, type Fault, type FaultContext } from './faults';
 import type { SharingScenario } from './sharing-scenarios';
@@ -169,10 +170,7 @@ export async function runSharingCell(
     const recoveryMs = at === undefined ? null : ms(at - faultAt);
     const harness = workers
       .filter((w) => w !== victim && w.exitCode !== 0)
-      .map(
-        (w) =>
-          `${w.name} exit ${w.exitCode ?? 'none (killed)'}: ${w.stderr.trim().split('\n').slice(-3).join(' | ')}`,
-      );
+      .map((w) => `${w.name} exit ${w.exitCode ?? 'none (killed)'}: ${stderrSummary(w.stderr)}`);
     const overlaps = check.overAdmissions + check.slotViolations;
     const liveness = recoveryMs !== null && recoveryMs <= boundMs;
     const findings = [...harness, ...check.findings];

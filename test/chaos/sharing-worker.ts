@@ -101,6 +101,8 @@ async function main(args: SharingWorkerArgs): Promise<void> {
       await lock.release();
     } catch (err) {
       const name = (err as Error)?.name ?? 'Error';
+      // Each kind of error once, whole (with its cause), so a report can say what it was.
+      if (errors[name] === undefined) process.stderr.write(`${describeError(err)}\n`);
       errors[name] = (errors[name] ?? 0) + 1;
       // A request the backend cannot grant is a harness error, not something to retry.
       if (name === 'LockConfigError') throw err;
@@ -111,7 +113,16 @@ async function main(args: SharingWorkerArgs): Promise<void> {
   process.stdout.write(`done ${JSON.stringify({ errors })}\n`);
 }
 
+/** An error's stack, then its `cause` chain's, for stderr. */
+function describeError(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err; e !== undefined && parts.length < 5; e = (e as Error)?.cause) {
+    parts.push((e as Error)?.stack ?? String(e));
+  }
+  return parts.join('\ncaused by: ');
+}
+
 main(JSON.parse(process.argv[2]) as SharingWorkerArgs).catch((err: unknown) => {
-  process.stderr.write(`${(err as Error)?.stack ?? String(err)}\n`);
+  process.stderr.write(`${describeError(err)}\n`);
   process.exit(1);
 });

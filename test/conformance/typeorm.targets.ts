@@ -22,7 +22,7 @@ const CAPABILITIES = {
  * lock queue (shared and counted locks, waiting in the database); MariaDB's GET_LOCK has neither.
  */
 const ON_POSTGRES: Partial<Record<string, ConformanceTarget['capabilities']>> = {
-  advisory: { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: false },
+  advisory: { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },
 };
 
 /**

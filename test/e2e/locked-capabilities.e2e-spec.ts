@@ -78,6 +78,11 @@ class PricesOnMemory {
 
 @Injectable()
 class ReadsOnPostgresAdvisory {
+  @Locked('slots:{0}', { backend: 'db', permits: 2 })
+  async work(id: string): Promise<string> {
+    return id;
+  }
+
   @Locked('reads:{0}', { backend: 'db', mode: 'shared' })
   async read(id: string): Promise<string> {
     return id;
@@ -139,8 +144,8 @@ describe('@Locked declarations checked at bootstrap', () => {
     }
   });
 
-  it('learns the database of a DataSource DI makes late before checking: PostgreSQL advisory grants shared locks', async () => {
-    // advisory grants shared locks on PostgreSQL, not on MariaDB (GET_LOCK is exclusive only): the check
+  it('learns the database of a DataSource DI makes late before checking: PostgreSQL advisory grants shared and permits', async () => {
+    // advisory grants them on PostgreSQL, not on MariaDB (GET_LOCK is exclusive only): the check
     // must not refuse what the app's own database can do just because the DataSource did not
     // exist when the backend was made.
     const tableName = uniqueTableName('capds');
@@ -161,7 +166,11 @@ describe('@Locked declarations checked at bootstrap', () => {
         { imports: [late.module], providers: [ReadsOnPostgresAdvisory] },
       );
       try {
-        expect(t.manager.getBackend('db').capabilities).toMatchObject({ shared: true });
+        expect(t.manager.getBackend('db').capabilities).toMatchObject({
+          shared: true,
+          permits: true,
+        });
+        expect(await t.app.get(ReadsOnPostgresAdvisory).work('w')).toBe('w');
         expect(await t.app.get(ReadsOnPostgresAdvisory).read('r')).toBe('r');
       } finally {
         await t.close();

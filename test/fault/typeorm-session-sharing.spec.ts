@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { advisoryKey64 } from '../../lib/backends/sql/advisory.strategy';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { scratchTable, type DbKind, type ScratchTable } from '../../servers/databases';
 import { settle, sleep, stillPendingAfter } from '../support/async';
@@ -25,6 +26,7 @@ const SHARED: Array<[ServerKind, SqlStrategy]> = [
 ];
 const COUNTED: Array<[ServerKind, SqlStrategy]> = [
   ['postgres', 'for-update'],
+  ['postgres', 'advisory'],
   ['mariadb', 'for-update'],
 ];
 
@@ -132,6 +134,37 @@ describe('typeorm shared and counted session locks', () => {
       expect(next.fence).toBeGreaterThan(holder.held.fence!);
       await mine.release();
       await next.release();
+      expect(await t.locks.isLocked('pool')).toBe(false);
+    }, 30_000);
+  });
+
+  describe('postgres advisory: who is a reader', () => {
+    // A session that dies gives its locks back one lock-table partition at a time, so a counted
+    // holder killed mid-hold can for a moment share the key's lock without its slot. A counted
+    // waiter granted that slot then checks the key: it must not take that for a reader (it did,
+    // and refused itself, in the chaos row "slot holder kill -9"). A reader is known by its mark.
+    it('a session sharing the key without a slot (a counted holder half gone) is not a reader; a reader’s mark is', async () => {
+      const [options, scratch] = setup('postgres', 'advisory');
+      const raw = new DataSource({ ...scratch.dataSourceOptions(), type: 'postgres' } as never);
+      await raw.initialize();
+      cleanups.push(() => raw.destroy());
+      const runner = raw.createQueryRunner();
+      await runner.connect();
+      cleanups.push(() => runner.release());
+      const t = await app(options);
+      const key = `${options.keyPrefix}pool`;
+      await runner.query('SELECT pg_advisory_lock_shared($1::bigint)', [advisoryKey64(key)]);
+      const counted = await t.locks.acquire('pool', { permits: 2 });
+      expect(counted.permit).toBe(0);
+      await counted.release();
+      // A reader (the key's share and its mark): a counted request now disagrees.
+      const reader = await t.locks.acquire('pool', { mode: 'shared' });
+      await expect(t.locks.tryAcquire('pool', { permits: 2 })).rejects.toMatchObject({
+        name: 'LockConfigError',
+        field: 'permits',
+      });
+      await reader.release();
+      await runner.query('SELECT pg_advisory_unlock_shared($1::bigint)', [advisoryKey64(key)]);
       expect(await t.locks.isLocked('pool')).toBe(false);
     }, 30_000);
   });

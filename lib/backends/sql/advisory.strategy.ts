@@ -33,6 +33,15 @@ const MAX_PG_LOCK_TIMEOUT_MS = 2_147_483_647;
  * holders that disagree about N are told apart in `pg_locks`; above `MAX_PERMITS` (1024).
  */
 const SLOT_SPACE = 2_048;
+/**
+ * `objid` of a key's reader mark (two-int id, the slots' `classid`), below every slot id: each
+ * reader holds it in share mode beside the key's lock, so a counted holder's check looks for
+ * readers by this mark rather than by "shares the key's lock, holds no slot". A dying session's
+ * locks are given back one lock-table partition at a time, so a counted holder killed mid-hold
+ * can for a moment show the key's share without its slot: read that way it looked like a
+ * reader, and a waiter granted that slot refused itself (chaos row "slot holder kill -9").
+ */
+const READER_MARK = 1;
 /** A counted waiter waits for one slot at a time for at most this long, then looks at all, ms. */
 const SLOT_WAIT_MAX_MS = 500;
 /** ... starting with this long (doubling), ms. */
@@ -51,11 +60,12 @@ const SLOT_WAIT_MIN_MS = 20;
  * the lock manager queues a new request behind a conflicting waiting one, so a waiting writer
  * keeps new readers out (writer preference: a try fails as well). A counted lock of N holds the
  * lowest free of N slot locks (two-int ids: a 32-bit hash of the key, `N * 2048 + slot`) and
- * the key's lock in share mode, which keeps writers and mutexes out. Readers and counted
- * holders both share the key's lock, so each checks `pg_locks` after taking it: a reader
- * beside counted holders, or counted holders of another N, or a counted lock beside a writer,
- * is refused (LockConfigError, permits) rather than over-admitted. Of two such requests taking
- * at once, the later one's check sees the earlier (each checks only once it holds).
+ * the key's lock in share mode, which keeps writers and mutexes out. A reader also holds the
+ * key's reader mark (same hash, id 1) in share mode. Readers and counted holders both share the
+ * key's lock, so each checks `pg_locks` once it holds: a reader beside counted holders (a
+ * slot), or counted holders of another N, or a counted lock beside a reader (a mark) or a
+ * writer, is refused (LockConfigError, permits) rather than over-admitted. Of two such requests
+ * taking at once, the later one's check sees the earlier (each checks only once it holds).
  *
  * MariaDB/MySQL `GET_LOCK` is exclusive only and the server cannot list the names a key's
  * counted holders took without a statement per possible count, so there it is a mutex only
@@ -73,10 +83,7 @@ export class AdvisoryStrategy implements SessionStrategy {
 
   supports(family: SqlFamily): SessionCapabilities {
     const postgres = family === 'postgres';
-    // Counted locks (slot locks) are built below but not granted: in one CI run a waiter for a
-    // slot whose holder was SIGKILLed failed with a store error (chaos row "slot holder killed"),
-    // not understood yet. Refused (LockConfigError before any I/O) until it is.
-    return { shared: postgres, permits: false, waitsInDatabase: postgres };
+    return { shared: postgres, permits: postgres, waitsInDatabase: postgres };
   }
 
   async take(
@@ -115,10 +122,13 @@ export class AdvisoryStrategy implements SessionStrategy {
 
   /** A reader's try: share mode (refused while a writer holds or waits), then the check. */
   private async tryShared(db: SqlDatabase, runner: SqlRunner, lock: SessionLock): Promise<boolean> {
-    const id = advisoryKey64(lock.key);
-    if (!(await query(runner, `SELECT pg_try_advisory_lock_shared($1::bigint) AS ok`, [id]))) {
-      return false;
-    }
+    // CASE: the mark only with the key's share (a mark without it would look like a reader).
+    const taken = await query(
+      runner,
+      `SELECT CASE WHEN pg_try_advisory_lock_shared($1::bigint) THEN pg_try_advisory_lock_shared($2::int, $3::int) ELSE false END AS ok`,
+      [advisoryKey64(lock.key), ...readerMark(lock.key)],
+    );
+    if (!taken) return false;
     await this.checkReader(db, runner, lock, true);
     return true;
   }
@@ -141,8 +151,16 @@ export class AdvisoryStrategy implements SessionStrategy {
     }
     await this.boundWait(db, runner, waitMs);
     try {
-      const fn = lock.mode === 'shared' ? 'pg_advisory_lock_shared' : 'pg_advisory_lock';
-      await runner.query(`SELECT ${fn}($1::bigint) AS ok`, [id], true);
+      if (lock.mode === 'shared') {
+        // The reader's mark once the key's share is granted, in the same statement.
+        await runner.query(
+          `SELECT pg_advisory_lock_shared($1::bigint) AS ok, pg_try_advisory_lock_shared($2::int, $3::int) AS marked`,
+          [id, ...readerMark(lock.key)],
+          true,
+        );
+      } else {
+        await runner.query(`SELECT pg_advisory_lock($1::bigint) AS ok`, [id], true);
+      }
     } catch (err) {
       if (!isLockBusy(err)) throw err;
       await runner.query(`SELECT ${this.restoreAll(db)}`, [], true);
@@ -176,8 +194,8 @@ export class AdvisoryStrategy implements SessionStrategy {
     );
     if (!truthy(result.records[0]?.counted)) return;
     await runner.query(
-      `SELECT pg_advisory_unlock_shared($1::bigint) AS ok, ${this.restoreAll(db)}`,
-      [advisoryKey64(lock.key)],
+      `SELECT ${UNLOCK_READER}, ${this.restoreAll(db)}`,
+      readerIds(lock.key),
       true,
     );
     throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
@@ -238,8 +256,7 @@ export class AdvisoryStrategy implements SessionStrategy {
   /**
    * A counted holder that got slot `slot`: shares the key's lock (a writer or mutex holding or
    * awaiting it disagrees), then checks that no other holder asked another N (a slot of another
-   * count, or a reader: the key's lock shared by a session holding no slot of the key). Any
-   * disagreement gives back what it took and refuses.
+   * count, or a reader's mark). Any disagreement gives back what it took and refuses.
    */
   private async joinSlotHolders(
     db: SqlDatabase,
@@ -250,26 +267,22 @@ export class AdvisoryStrategy implements SessionStrategy {
   ): Promise<void> {
     const id = advisoryKey64(lock.key);
     const [classid, objid] = slotIds(lock.key, lock.permits, slot);
-    const [keyClass, keyObj] = pgLockIds(lock.key);
     const shared = await query(runner, `SELECT pg_try_advisory_lock_shared($1::bigint) AS ok`, [
       id,
     ]);
     let agreed = false;
     if (shared) {
-      const settings = waited ? `, ${PG_RESTORE_LOCK_TIMEOUT}` : this.bindSql(db, 6);
+      const settings = waited ? `, ${PG_RESTORE_LOCK_TIMEOUT}` : this.bindSql(db, 4);
       const params: unknown[] = [
         classid,
         lock.permits * SLOT_SPACE,
         (lock.permits + 1) * SLOT_SPACE,
-        keyClass,
-        keyObj,
       ];
       if (!waited && pgHasIdleSessionTimeout(db.server))
         params.push(pgMilliseconds(this.sessionTimeoutMs));
       const result = await runner.query(
         `SELECT NOT EXISTS (SELECT 1 FROM pg_locks l WHERE ${pgSlotsOf('l', '$1')} AND (l.objid < $2 OR l.objid >= $3))
-            AND NOT EXISTS (SELECT 1 FROM pg_locks k WHERE k.${PG_LOCK_OF.replace('?', '$4').replace('?', '$5')} AND k.mode = 'ShareLock'
-                  AND NOT EXISTS (SELECT 1 FROM pg_locks s WHERE s.pid = k.pid AND ${pgSlotsOf('s', '$1')})) AS agreed${settings}`,
+            AND NOT EXISTS (SELECT 1 FROM pg_locks r WHERE ${pgMarksOf('r', '$1')}) AS agreed${settings}`,
         params,
         true,
       );
@@ -341,16 +354,17 @@ export class AdvisoryStrategy implements SessionStrategy {
       const restore = `, ${this.restoreAll(db)}`;
       const id = advisoryKey64(hold.key);
       if (hold.permits > 1) {
-        // The key's share first, the slot after: a counted holder never shares the key without
-        // a slot, which another's check would take for a reader.
+        // Both, whatever the first answers (separate columns: `AND` may stop early).
         return query(
           runner,
-          `SELECT pg_advisory_unlock_shared($3::bigint) AND pg_advisory_unlock($1::int, $2::int) AS ok${restore}`,
+          `SELECT pg_advisory_unlock_shared($3::bigint) AS ok, pg_advisory_unlock($1::int, $2::int) AS slot${restore}`,
           [...slotIds(hold.key, hold.permits, hold.slot), id],
         );
       }
-      const fn = hold.mode === 'shared' ? 'pg_advisory_unlock_shared' : 'pg_advisory_unlock';
-      return query(runner, `SELECT ${fn}($1::bigint) AS ok${restore}`, [id]);
+      if (hold.mode === 'shared') {
+        return query(runner, `SELECT ${UNLOCK_READER}${restore}`, readerIds(hold.key));
+      }
+      return query(runner, `SELECT pg_advisory_unlock($1::bigint) AS ok${restore}`, [id]);
     }
     const released = await query(runner, 'SELECT RELEASE_LOCK(?) AS ok', [
       advisoryLockName(hold.key),
@@ -399,7 +413,9 @@ export class AdvisoryStrategy implements SessionStrategy {
       objid: unknown;
     }>;
     const keyHolders = rows.filter((r) => Number(r.objsubid) === 1);
-    const slots = rows.filter((r) => Number(r.objsubid) === 2).map((r) => Number(r.objid));
+    const slots = rows
+      .filter((r) => Number(r.objsubid) === 2 && Number(r.objid) >= SLOT_SPACE)
+      .map((r) => Number(r.objid));
     const holders = new Set(keyHolders.map((r) => String(r.pid))).size;
     if (slots.length > 0) {
       return {
@@ -455,10 +471,33 @@ export function pgAdvisoryIds(id: string): [number, number] {
  * counted locks, whatever their N, in this database; `param` is the first of {@link slotIds}.
  */
 function pgSlotsOf(alias: string, param: string): string {
+  return `${pgTwoIntOf(alias, param)} AND ${alias}.objid >= ${SLOT_SPACE}`;
+}
+
+/** As {@link pgSlotsOf}, for the key's granted reader marks (held by its readers). */
+function pgMarksOf(alias: string, param: string): string {
+  return `${pgTwoIntOf(alias, param)} AND ${alias}.objid = ${READER_MARK}`;
+}
+
+/** Granted two-int advisory locks of classid `param` in this database (slots and marks). */
+function pgTwoIntOf(alias: string, param: string): string {
   return (
     `${alias}.locktype = 'advisory' AND ${alias}.granted AND ${alias}.objsubid = 2 AND ${alias}.classid = ${param} ` +
     `AND ${alias}.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
   );
+}
+
+/** A reader's release: the key's share, then its mark; parameters {@link readerIds}. */
+const UNLOCK_READER = `pg_advisory_unlock_shared($1::bigint) AS ok, pg_advisory_unlock_shared($2::int, $3::int) AS marked`;
+
+/** The parameters of {@link UNLOCK_READER}: the key's 64-bit id, then its mark's two ints. */
+function readerIds(key: string): [string, number, number] {
+  return [advisoryKey64(key), ...readerMark(key)];
+}
+
+/** The two-int advisory id of `key`'s reader mark (the slots' hash, {@link READER_MARK}). */
+function readerMark(key: string): [number, number] {
+  return [slotIds(key, 1, 0)[0], READER_MARK];
 }
 
 /** Whether counted holders hold slots of `key` now (a mutex or writer then disagrees). */
