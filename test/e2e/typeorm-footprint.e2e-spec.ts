@@ -5,14 +5,15 @@
  * strictly, whatever other keys of its bucket and concurrent takers do, across restarts, across
  * a change of `fenceBuckets` and across the carry-over from the per-key rows of earlier versions;
  * `for-update` waiters whose row the holder deletes still exclude each other; `table` renews
- * many leases in one statement per chunk.
+ * many leases in one statement per chunk, and many shared and counted holders in one transaction
+ * of a few statements.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { createHash, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import type { TypeormBackendConfig } from '../../lib/backends/backend-config';
 import { familyOf, SqlDialect } from '../../lib/backends/sql/sql-dialect';
-import type { LockBackend } from '../../lib/core/contract/lock-backend';
+import type { GrantRequest, LockBackend } from '../../lib/core/contract/lock-backend';
 import type { Lock } from '../../lib/lock.interfaces';
 import {
   scratchTable,
@@ -87,6 +88,7 @@ async function start(
     }) as typeof runner.query;
     return runner;
   };
+  const uncountScripts = dialect.family === 'sqlite' ? countScripts(ds, statements) : () => {};
   const app = await createLockApp({
     backends: {
       db: { type: 'typeorm', dataSource: ds, strategy, tableName, createTable: true, ...extra },
@@ -113,6 +115,7 @@ async function start(
     async restart(more = {}) {
       await app.close();
       ds.createQueryRunner = createQueryRunner;
+      uncountScripts();
       return start(ds, dialect, table, tableName, strategy, prefix, { ...extra, ...more });
     },
     close: () => app.close(),
@@ -122,6 +125,39 @@ async function start(
   await app.locks.isLocked('warm-up');
   await new Promise((resolve) => setTimeout(resolve, 200));
   return f;
+}
+
+/** The parts of better-sqlite3's `Database` the backend's scripts use. */
+interface RawSqlite {
+  prepare(sql: string): unknown;
+  transaction(fn: (...args: unknown[]) => unknown): unknown;
+}
+
+/**
+ * SQLite: records in `statements` those of the backend's scripts too, which run on better-sqlite3
+ * itself (one synchronous transaction), not through TypeORM's runners. Returns the undo.
+ */
+function countScripts(ds: DataSource, statements: string[]): () => void {
+  const raw = (ds.driver as unknown as { databaseConnection: RawSqlite }).databaseConnection;
+  const { prepare, transaction } = raw;
+  let inScript = false;
+  raw.prepare = (sql) => {
+    if (inScript) statements.push(sql);
+    return prepare.call(raw, sql);
+  };
+  raw.transaction = (fn) =>
+    transaction.call(raw, (...args: unknown[]) => {
+      inScript = true;
+      try {
+        return fn(...args);
+      } finally {
+        inScript = false;
+      }
+    });
+  return () => {
+    raw.prepare = prepare;
+    raw.transaction = transaction;
+  };
 }
 
 /** Rows of the table: key rows (SHA-256 stored keys) and reserved fence rows. */
@@ -354,6 +390,92 @@ describe.each<DbKind>(['postgres', 'mariadb', 'sqlite'])(
       ]);
       expect(renewed.every((r) => r === true)).toBe(true);
       expect(f.statements).toHaveLength(3 * readBack);
+    }, 60_000);
+
+    it('renews shared and counted holders of many keys in one transaction of a few statements, each only while it holds', async () => {
+      const f = await fixture(kind, 'table');
+      const { backend } = f;
+      const full = (key: string): string => f.prefix + key;
+      // 50 holders: 3 keys of 10 readers, 2 keys of 10 slots of 12 (past the rows a read guesses).
+      const holders: GrantRequest[] = [];
+      for (let k = 0; k < 3; k++) {
+        for (let i = 0; i < 10; i++) {
+          holders.push({
+            key: full(`rw-${k}`),
+            token: `r${k}-${i}`,
+            ttlMs: 10_000,
+            mode: 'shared',
+          });
+        }
+      }
+      for (let k = 0; k < 2; k++) {
+        for (let i = 0; i < 10; i++) {
+          holders.push({ key: full(`sem-${k}`), token: `s${k}-${i}`, ttlMs: 10_000, permits: 12 });
+        }
+      }
+      for (const holder of holders) expect(await backend.tryAcquire(holder)).not.toBeNull();
+      // A reader whose lease runs out, a key force-released (its 10 holders lost), and a mutex.
+      const expired: GrantRequest = {
+        key: full('rw-2'),
+        token: 'late',
+        ttlMs: 150,
+        mode: 'shared',
+      };
+      expect(await backend.tryAcquire(expired)).not.toBeNull();
+      expect(await backend.forceRelease!(full('sem-1'))).toBe(true);
+      const mutex: GrantRequest = { key: full('mutex'), token: 'm', ttlMs: 10_000 };
+      expect(await backend.tryAcquire(mutex)).not.toBeNull();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const lost = (r: GrantRequest): boolean => r === expired || r.key === full('sem-1');
+
+      const renewals = [...holders, expired, mutex];
+      f.statements.length = 0;
+      const results = await backend.extendMany!(renewals.map((r) => ({ ...r, ttlMs: 30_000 })));
+      const statements = f.statements.length;
+      expect(results).toEqual(renewals.map((r) => !lost(r)));
+      // Begin, the reads (the keys' rows, their holder rows), one update, commit; the mutex's.
+      expect(statements).toBeLessThanOrEqual(8);
+      const leases = async (tokens: readonly string[]): Promise<number[]> =>
+        (
+          await f.sql(
+            `SELECT expires_at - ${f.dialect.nowMs} AS remaining FROM ${f.table} WHERE owner IN (${tokens.map(() => '?').join(', ')})`,
+            tokens.map((token) => f.dialect.owner(token)),
+          )
+        ).map((row) => Number(row.remaining));
+      const renewed = renewals.filter((r) => !lost(r));
+      const extended = await leases(renewed.map((r) => r.token));
+      expect(extended).toHaveLength(renewed.length); // one row each
+      for (const remaining of extended) expect(remaining).toBeGreaterThan(20_000);
+      for (const key of ['rw-0', 'rw-1', 'rw-2', 'sem-0', 'mutex']) {
+        expect((await f.app.locks.inspect(key)).remainingMs).toBeGreaterThan(20_000);
+      }
+      expect((await f.app.locks.inspect('sem-1')).held).toBe(false);
+      expect(await f.app.locks.inspect('rw-2')).toMatchObject({ holders: 10 });
+
+      // One holder of each key, on a shorter ttl: as many statements as for 50; the holders'
+      // leases shrink to it, their keys' leases (the longest among their holders) do not.
+      const few = [holders[0], holders[10], holders[20], holders[30], holders[40], mutex];
+      f.statements.length = 0;
+      expect(await backend.extendMany!(few.map((r) => ({ ...r, ttlMs: 5_000 })))).toEqual([
+        true,
+        true,
+        true,
+        true,
+        false,
+        true,
+      ]);
+      expect(f.statements).toHaveLength(statements);
+      for (const remaining of await leases(few.slice(0, 4).map((r) => r.token))) {
+        expect(remaining).toBeLessThanOrEqual(5_000);
+      }
+      for (const key of ['rw-0', 'rw-1', 'rw-2', 'sem-0']) {
+        expect((await f.app.locks.inspect(key)).remainingMs).toBeGreaterThan(20_000);
+      }
+      // A single renewal (`extend`) takes the same path.
+      expect(await backend.extend(holders[1].key, holders[1].token, 40_000)).toBe(true);
+      expect((await leases([holders[1].token]))[0]).toBeGreaterThan(30_000);
+      expect(await backend.extend(expired.key, expired.token, 40_000)).toBe(false);
+      expect(await backend.extend(holders[40].key, holders[40].token, 40_000)).toBe(false);
     }, 60_000);
   },
 );

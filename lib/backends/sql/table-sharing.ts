@@ -46,6 +46,9 @@ interface RowState {
  */
 const READERS_GUESS = 8;
 
+/** Rows read by one statement at most (well inside every driver's parameter limit). */
+const READ_SLICE = 5_000;
+
 /**
  * Takes a shared hold or a slot for `request` (mode `'shared'`, or `permits` above 1): `null`
  * when busy (held by a mutex or writer, every slot taken, or, for a reader, a writer waits).
@@ -98,32 +101,41 @@ export function* takeHolder(db: SqlDatabase, request: GrantRequest): SqlScript<L
 }
 
 /**
- * Renews the holder row of `token` to `ttlMs` if it still holds the key (its lease and the
- * header's still running), and the header's lease with it; `false` otherwise (also for a key
- * held by a mutex).
+ * Renews, in one transaction, each holder row of `requests` (a key and a token each) to `ttlMs`
+ * if it still holds its key (its lease and the key header's still running), and the header's
+ * lease with it, only ever extended (the header runs as long as the longest lease among its
+ * holders); per request, whether it was renewed: `false` for a key held by a mutex, or no
+ * longer by this token. Statements: the reads of {@link readHeldKeys} and one update, however
+ * many holders and keys there are.
  */
-export function* renewHolder(
+export function* renewHolders(
   db: SqlDatabase,
-  key: string,
-  token: string,
   ttlMs: number,
-): SqlScript<boolean> {
+  requests: ReadonlyArray<Pick<GrantRequest, 'key' | 'token'>>,
+): SqlScript<boolean[]> {
   const { table, dialect } = db;
-  const k = storedKey(key);
-  const rows = yield* readKeyRows(db, [k], guessBoth(k), true);
-  const header = rows.get(k);
-  const held = header?.live ? markerOf(header.owner) : undefined;
-  if (!held) return false;
-  yield* readMissing(db, rows, holderRows(k, held));
-  const owner = dialect.owner(token);
-  const mine = holderRows(k, held).find((row) => rows.get(row)?.owner === owner);
-  if (!mine || !rows.get(mine)?.live) return false;
+  const stored = requests.map((request) => storedKey(request.key));
+  // One lock order for every transaction on several keys: theirs, sorted.
+  const keys = [...new Set(stored)].sort();
+  const rows = yield* readHeldKeys(db, keys);
+  const slots = new Map(keys.map((k) => [k, heldRows(rows, k)]));
+  const headers = new Set<string>();
+  const mine = new Set<string>();
+  const renewed = requests.map((request, i) => {
+    const owner = dialect.owner(request.token);
+    const row = slots.get(stored[i])?.find((slot) => rows.get(slot)?.owner === owner);
+    if (!row || !rows.get(row)?.live) return false;
+    headers.add(stored[i]);
+    mine.add(row);
+    return true;
+  });
+  if (mine.size === 0) return renewed;
   const until = `${dialect.nowMs} + ?`;
   yield {
-    sql: `UPDATE ${table} SET expires_at = CASE WHEN lock_key = ? THEN ${dialect.greatest('expires_at', until)} ELSE ${until} END WHERE lock_key IN (?, ?)`,
-    params: [k, ttlMs, ttlMs, k, mine],
+    sql: `UPDATE ${table} SET expires_at = CASE WHEN lock_key IN (${marks([...headers])}) THEN ${dialect.greatest('expires_at', until)} ELSE ${until} END WHERE lock_key IN (${marks([...headers, ...mine])})`,
+    params: [...headers, ttlMs, ttlMs, ...headers, ...mine],
   };
-  return true;
+  return renewed;
 }
 
 /**
@@ -312,21 +324,55 @@ function* drawFence(db: SqlDatabase, key: string): SqlScript<number> {
   throw missingLayout(db);
 }
 
-/** Reads `keys`' rows, locked `FOR UPDATE` if `lock`. */
+/**
+ * Reads `keys`' rows, locked `FOR UPDATE` if `lock`: one statement per {@link READ_SLICE} keys,
+ * in their order (a renewal of many keys held with many permits may read more rows than a
+ * statement may have parameters).
+ */
 function* readRows(
   db: SqlDatabase,
   keys: readonly string[],
   lock: boolean,
 ): SqlScript<Map<string, RowState>> {
-  if (keys.length === 0) return new Map();
-  const { records } = yield rowsStep(db, keys, lock);
-  return rowStates(records);
+  const rows = new Map<string, RowState>();
+  for (let start = 0; start < keys.length; start += READ_SLICE) {
+    const { records } = yield rowsStep(db, keys.slice(start, start + READ_SLICE), lock);
+    for (const [key, row] of rowStates(records)) rows.set(key, row);
+  }
+  return rows;
 }
 
 /** The first holder rows a key may have, of either mode (a release or a renewal does not say). */
 function guessBoth(k: string): string[] {
   const guess = (mode: LockMode): string[] => holderRows(k, { mode, count: READERS_GUESS });
   return [...guess('shared'), ...guess('exclusive')];
+}
+
+/**
+ * Reads (locked) the rows of the keys stored as `keys` (sorted) and the holder rows of those
+ * held shared or counted, each key's row locked before its holder rows, as {@link readKeyRows}
+ * does for one key. PostgreSQL, for the reason given there: the keys' rows, then exactly the
+ * holder rows their markers name. Elsewhere: the keys' rows with the first holder rows each
+ * may have, then those past the guess, if any.
+ */
+function* readHeldKeys(db: SqlDatabase, keys: readonly string[]): SqlScript<Map<string, RowState>> {
+  const postgres = db.dialect.family === 'postgres';
+  const rows = yield* readRows(
+    db,
+    postgres ? keys : keys.flatMap((k) => [k, ...guessBoth(k)]),
+    true,
+  );
+  const holders = keys.flatMap((k) => heldRows(rows, k));
+  if (!postgres) yield* readMissing(db, rows, holders);
+  else for (const [key, row] of yield* readRows(db, holders, true)) rows.set(key, row);
+  return rows;
+}
+
+/** The holder rows the marker of the key stored as `k` names, if `rows` has it held (else none). */
+function heldRows(rows: ReadonlyMap<string, RowState>, k: string): string[] {
+  const header = rows.get(k);
+  const held = header?.live ? markerOf(header.owner) : undefined;
+  return held ? holderRows(k, held) : [];
 }
 
 /**

@@ -18,7 +18,7 @@ import {
   inspectHolders,
   isHolderRequest,
   releaseHolder,
-  renewHolder,
+  renewHolders,
   takeHolder,
   withdraw,
 } from './table-sharing';
@@ -40,7 +40,8 @@ const RENEW_CHUNK = 500;
  *
  * Shared and counted locks (`mode: 'shared'`, `permits` above 1) keep a row per holder besides
  * the key's row, which then says how the key is held (see holder-rows.ts and table-sharing.ts);
- * a mutex's statements are those above, unchanged.
+ * a mutex's statements are those above, unchanged. Their renewals are batched too: one
+ * transaction per batch.
  */
 export class TableStrategy implements LeaseStrategy {
   readonly kind = 'lease';
@@ -68,53 +69,47 @@ export class TableStrategy implements LeaseStrategy {
    */
   async renew(db: SqlDatabase, key: string, token: string, ttlMs: number): Promise<boolean> {
     if (await renewMutex(db, key, token, ttlMs)) return true;
-    return runScript(db, () => renewHolder(db, key, token, ttlMs));
+    const [renewed] = await runScript(db, () => renewHolders(db, ttlMs, [{ key, token }]));
+    return renewed;
   }
 
   /**
-   * One statement per chunk of leases sharing a ttl, each renewed on the same condition as
-   * {@link renew}. MariaDB/MySQL have no `UPDATE … RETURNING`, so there the renewed rows are
-   * read back by a second statement: those still ours and running are the ones it renewed (a
-   * row it skipped had run out, and an expired lease never runs again).
+   * Per chunk of leases sharing a ttl, each renewed on the same condition as {@link renew}:
+   * mutexes in one statement (see {@link renewChunk}), shared and counted holders in one
+   * transaction of a few statements (see `renewHolders`), however many leases the chunk has.
+   * A chunk that fails fails its own leases; the call throws only when every lease failed.
    */
   async renewMany(
     db: SqlDatabase,
     requests: readonly GrantRequest[],
   ): Promise<Array<boolean | Error>> {
     const results: Array<boolean | Error> = new Array<boolean | Error>(requests.length);
-    const byTtl = new Map<number, number[]>();
+    // Mutexes apart from holders (their rows differ), each by ttl.
+    const groups = new Map<string, number[]>();
+    for (const [i, request] of requests.entries()) {
+      const group = `${isHolderRequest(request) ? 'holder' : 'mutex'}:${request.ttlMs}`;
+      const indexes = groups.get(group);
+      if (indexes) indexes.push(i);
+      else groups.set(group, [i]);
+    }
     let failures = 0;
     let firstError: unknown;
-    const failed = (i: number, err: unknown): void => {
-      failures++;
-      firstError ??= err;
-      results[i] = err instanceof Error ? err : new Error(String(err));
-    };
-    for (const [i, request] of requests.entries()) {
-      if (!isHolderRequest(request)) {
-        byTtl.set(request.ttlMs, [...(byTtl.get(request.ttlMs) ?? []), i]);
-        continue;
-      }
-      // A shared or counted holder: its own transaction (its row and the key's header).
-      const { key, token, ttlMs } = request;
-      try {
-        results[i] = await runScript(db, () => renewHolder(db, key, token, ttlMs));
-      } catch (err) {
-        failed(i, err);
-      }
-    }
-    for (const [ttlMs, indexes] of byTtl) {
+    for (const indexes of groups.values()) {
+      const { ttlMs } = requests[indexes[0]];
+      const holders = isHolderRequest(requests[indexes[0]]);
       for (let start = 0; start < indexes.length; start += RENEW_CHUNK) {
         const chunk = indexes.slice(start, start + RENEW_CHUNK);
+        const leases = chunk.map((i) => requests[i]);
         try {
-          const renewed = await renewChunk(
-            db,
-            ttlMs,
-            chunk.map((i) => requests[i]),
-          );
-          for (const i of chunk) results[i] = renewed.has(rowId(db, requests[i]));
+          const renewed = holders
+            ? await runScript(db, () => renewHolders(db, ttlMs, leases))
+            : await renewChunk(db, ttlMs, leases);
+          chunk.forEach((i, j) => (results[i] = renewed[j]));
         } catch (err) {
-          for (const i of chunk) failed(i, err);
+          failures += chunk.length;
+          firstError ??= err;
+          const error = err instanceof Error ? err : new Error(String(err));
+          for (const i of chunk) results[i] = error;
         }
       }
     }
@@ -350,12 +345,17 @@ async function takeSqlite(
   return row ? Number(row.fence) : null;
 }
 
-/** One chunk of renewals of one ttl: the set of {@link rowId}s renewed. */
+/**
+ * One chunk of mutex renewals of one ttl, in one statement; per lease, whether it was renewed.
+ * MariaDB/MySQL have no `UPDATE … RETURNING`, so there the renewed rows are read back by a
+ * second statement: those still ours and running are the ones it renewed (a row it skipped had
+ * run out, and an expired lease never runs again).
+ */
 async function renewChunk(
   db: SqlDatabase,
   ttlMs: number,
   requests: readonly GrantRequest[],
-): Promise<Set<string>> {
+): Promise<boolean[]> {
   const { table, dialect } = db;
   const keys = requests.map((r) => storedKey(r.key));
   const pairs: unknown[] = [];
@@ -375,10 +375,8 @@ async function renewChunk(
   } else {
     rows = (await db.exec(`${update} RETURNING lock_key, owner`, params)).records;
   }
-  return new Set(rows.map((row) => `${String(row.lock_key).trim()}\u0000${String(row.owner)}`));
-}
-
-/** A renewal's row as {@link renewChunk} reports it. */
-function rowId(db: SqlDatabase, request: GrantRequest): string {
-  return `${storedKey(request.key)}\u0000${db.dialect.owner(request.token)}`;
+  const renewed = new Set(
+    rows.map((row) => `${String(row.lock_key).trim()}\u0000${String(row.owner)}`),
+  );
+  return requests.map((r, i) => renewed.has(`${keys[i]}\u0000${dialect.owner(r.token)}`));
 }
