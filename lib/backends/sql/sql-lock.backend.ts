@@ -514,7 +514,13 @@ export class SqlLockBackend implements LockBackend {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<LockGrant | null> {
-    if (this.#strategy.kind === 'lease') return this.#strategy.take(db, request);
+    if (this.#strategy.kind === 'lease') {
+      // The lease counts from this try (the row's expiry is set after it is sent), not from the
+      // request: a queued take may come long after it, later than the ttl.
+      const sentAt = monotonicNow();
+      const grant = await this.#strategy.take(db, request);
+      return grant && { ...grant, grantedAt: grant.grantedAt ?? sentAt };
+    }
     const { key, token } = request;
     const lock = { key, mode: request.mode ?? 'exclusive', permits: request.permits ?? 1 };
     return this.takeSession(db, this.#strategy, lock, token, waitMs, signal);

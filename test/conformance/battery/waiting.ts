@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import type { LockGrant } from '../../../lib/core/contract/lock-backend';
-import { settle, stillPendingAfter, within } from '../../support/async';
+import { settle, sleep, stillPendingAfter, within } from '../../support/async';
 import { nextEvent } from '../../support/lock-checks';
 import { BACKEND, QUICK_MS, type LockFixture, when } from './fixture';
 
@@ -75,6 +75,22 @@ export function waiting(f: LockFixture): void {
       await a.release();
       const b = await within(waiter, 10_000, 'the waiter');
       expect(b.isHeld()).toBe(true);
+    });
+
+    it('a waiter that waits longer than its own ttl still gets the lock, with a full lease', async () => {
+      // Its lease counts from its grant, not from its request: counted from the request, a wait
+      // longer than the ttl made a granted lock look expired on arrival, and it was given back.
+      const key = f.newKey('longwait');
+      const a = await f.acquire(key, { ttl: Math.max(f.ttl * 10, 5_000) });
+      const waiter = f.acquire(key, { ttl: f.ttl, waitTimeout: 20_000 });
+      expect(await stillPendingAfter(waiter, f.ttl * 3)).toBe(true);
+      await a.release();
+      const b = await within(waiter, 10_000, 'the waiter');
+      expect(b.isHeld()).toBe(true);
+      // Renewed as any lease: still held after a few of its ttls.
+      await sleep(f.ttl * 3);
+      expect(b.isHeld()).toBe(true);
+      await b.release();
     });
 
     when(waiting !== 'poll')(
