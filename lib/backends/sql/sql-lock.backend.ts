@@ -519,7 +519,7 @@ export class SqlLockBackend implements LockBackend {
       // request: a queued take may come long after it, later than the ttl.
       const sentAt = monotonicNow();
       const grant = await this.#strategy.take(db, request);
-      return grant && { ...grant, grantedAt: grant.grantedAt ?? sentAt };
+      return grant && { ...grant, grantedAt: sentAt };
     }
     const { key, token } = request;
     const lock = { key, mode: request.mode ?? 'exclusive', permits: request.permits ?? 1 };

@@ -103,8 +103,7 @@ export function* takeHolder(db: SqlDatabase, request: GrantRequest): SqlScript<L
 /**
  * Renews, in one transaction, each holder row of `requests` (a key and a token each) to `ttlMs`
  * if it still holds its key (its lease and the key header's still running), and the header's
- * lease with it, only ever extended (the header runs as long as the longest lease among its
- * holders); per request, whether it was renewed: `false` for a key held by a mutex, or no
+ * lease with it (the header runs as long as the longest lease among its holders); per request, whether it was renewed: `false` for a key held by a mutex, or no
  * longer by this token. Statements: the reads of {@link readHeldKeys} and one update, however
  * many holders and keys there are.
  */
@@ -130,10 +129,28 @@ export function* renewHolders(
     return true;
   });
   if (mine.size === 0) return renewed;
+  // A header runs exactly as long as the longest lease among its holders: the renewed ones get
+  // `ttlMs` from now, the others keep theirs (read above, locked). So a holder renewed to less
+  // than before (lockAtLeastFor's last lease) shortens the header too; kept at its old
+  // expiry, it held writers out long after the last holder's lease ran out.
+  const longestOther = new Map<string, number>();
+  for (const k of headers) {
+    const others = (slots.get(k) ?? [])
+      .filter((slot) => !mine.has(slot) && rows.get(slot)?.live)
+      .map((slot) => rows.get(slot)!.expiresAt);
+    if (others.length > 0) longestOther.set(k, Math.max(...others));
+  }
   const until = `${dialect.nowMs} + ?`;
+  const kept = [...longestOther].map(() => 'WHEN ? THEN ?').join(' ');
   yield {
-    sql: `UPDATE ${table} SET expires_at = CASE WHEN lock_key IN (${marks([...headers])}) THEN ${dialect.greatest('expires_at', until)} ELSE ${until} END WHERE lock_key IN (${marks([...headers, ...mine])})`,
-    params: [...headers, ttlMs, ttlMs, ...headers, ...mine],
+    sql:
+      longestOther.size === 0
+        ? `UPDATE ${table} SET expires_at = ${until} WHERE lock_key IN (${marks([...headers, ...mine])})`
+        : `UPDATE ${table} SET expires_at = ${dialect.greatest(until, `CASE lock_key ${kept} ELSE ${until} END`)} WHERE lock_key IN (${marks([...headers, ...mine])})`,
+    params:
+      longestOther.size === 0
+        ? [ttlMs, ...headers, ...mine]
+        : [ttlMs, ...[...longestOther].flat(), ttlMs, ...headers, ...mine],
   };
   return renewed;
 }

@@ -3,8 +3,8 @@ import { describe, expect, it } from '@jest/globals';
 import { LockAbortedError, LockConfigError } from '../../../lib/errors/lock.errors';
 import type { Lock, LockOptions } from '../../../lib/lock.interfaces';
 import type { LockService } from '../../../lib/lock.service';
-import { settle, sleep, stillPendingAfter, within } from '../../support/async';
-import { countBackendCalls } from '../../support/lock-checks';
+import { aborted, settle, sleep, stillPendingAfter, within } from '../../support/async';
+import { countBackendCalls, nextEvent } from '../../support/lock-checks';
 import { BACKEND, QUICK_MS, type LockFixture, when } from './fixture';
 
 /** One critical section: its grant's fence and slot, and when (monotonic) it ran. */
@@ -364,6 +364,74 @@ export function sharing(f: LockFixture): void {
       await f.expectLocked(k1, false);
       await f.expectLocked(k2, false);
     });
+
+    // What a mutex has works alike for shared and counted holders: lost locks are told,
+    // lockAtLeastFor keeps the hold (the slot, the read hold) taken, maxHold gives it up.
+    for (const [label, opts] of [
+      ['a shared holder', { mode: 'shared' }],
+      ['a counted holder', { permits: 2 }],
+    ] as const) {
+      const can = 'mode' in opts ? shared : permits;
+
+      when(can)(
+        `${label} whose hold is taken behind its back is told: signal (LockLostError), lost event`,
+        async () => {
+          const key = f.newKey('sh-lost');
+          const a = await f.acquire(key, { ...opts, ttl: f.ttl });
+          const lostEvent = nextEvent(
+            f.locks,
+            'lost',
+            (e) => e.key === key && e.token === a.token,
+            f.ttl * 3 + 5_000,
+          );
+          expect(await f.backend.release(f.full(key), a.token)).toBe(true);
+          await within(aborted(a.signal), f.ttl * 3 + 5_000, 'the lost signal');
+          f.expectLockLost(a.signal.reason, key);
+          expect(a.isHeld()).toBe(false);
+          expect((await lostEvent).backend).toBe(BACKEND);
+          await expect(a.release()).resolves.toBeUndefined();
+          await f.expectLocked(key, false);
+        },
+      );
+
+      when(can)(`lockAtLeastFor keeps ${label}'s hold taken after an early release`, async () => {
+        const key = f.newKey('sh-least');
+        const atLeast = Math.max(400, f.ttl);
+        const t0 = performance.now();
+        const a = await f.acquire(key, { ...opts, lockAtLeastFor: atLeast });
+        await a.release();
+        await f.expectLocked(key, true);
+        // A reader's hold keeps a writer out; a counted holder's slot keeps a third holder out
+        // once the other slot is taken.
+        const other = 'mode' in opts ? undefined : await f.acquire(key, opts);
+        const next = 'mode' in opts ? {} : opts;
+        const b = await f.acquire(key, { ...next, waitTimeout: atLeast + 10_000 });
+        expect(performance.now() - t0).toBeGreaterThanOrEqual(atLeast * 0.9);
+        await b.release();
+        await other?.release();
+      });
+
+      when(can)(`maxHold gives ${label}'s hold up although renewal would keep it`, async () => {
+        const key = f.newKey('sh-max');
+        const maxHold = Math.max(2 * f.ttl, 800);
+        // Before the request: maxHold counts from the grant, which comes after it.
+        const t0 = performance.now();
+        const a = await f.acquire(key, { ...opts, ttl: f.ttl, maxHold });
+        await within(aborted(a.signal), maxHold + 5_000, 'maxHold');
+        expect(performance.now() - t0).toBeGreaterThanOrEqual(maxHold * 0.98);
+        f.expectLockLost(a.signal.reason, key);
+        // Given up in the store too (that release may still be on its way when the signal
+        // fires): the key frees within moments, then an exclusive request gets in.
+        const deadline = performance.now() + 5_000;
+        while (await f.locks.isLocked(key)) {
+          expect(performance.now()).toBeLessThan(deadline);
+          await sleep(20);
+        }
+        const b = await f.acquire(key, { waitTimeout: 5_000 });
+        await b.release();
+        await a.release();
+      });
+    }
   });
 }
 
