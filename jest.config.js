@@ -15,6 +15,8 @@ module.exports = {
   moduleNameMapper: { '^better-sqlite3$': sqliteModuleName() },
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
   testTimeout: 30000,
+  // The slowest files first, from the committed table of their durations (see the file).
+  testSequencer: '<rootDir>/test/support/test-sequencer.cjs',
   // Two test files at a time: most of the suite waits on servers, leases and child processes,
   // so one file per core fits the 20-minute CI budget; every file uses its own ports, key
   // prefixes, tables and temp dirs, so two never disturb each other's state.

@@ -3,7 +3,8 @@
  * `npm test`: a counted slot's or a read hold's holder killed with `kill -9` while others wait,
  * on every column whose backend declares the capability (read from the backend when it runs);
  * on the others, the request must be refused with `LockConfigError`. A file of its own so Jest
- * runs it beside `chaos-matrix.spec.ts`. The report goes to `.tmp/chaos-sharing-ci.md`.
+ * runs it beside the mutex rows (`chaos-matrix-<store>.spec.ts`). The report goes to
+ * `.tmp/chaos-sharing-ci.md`.
  */
 import { expect, it } from '@jest/globals';
 import type { ChaosBackend } from './backends';
@@ -45,6 +46,7 @@ describeCiColumns(
       }, 90_000);
     }
   },
+  // The columns where some row applies (the others would have no case).
   (backend) => SHARING_SCENARIOS.some((scenario) => sharingRunsOn(scenario, backend) === true),
 );
 

@@ -1,7 +1,7 @@
 /**
- * What the chaos spec files (`chaos-matrix.spec.ts`, `chaos-sharing.spec.ts`) share: one
- * `describe` per column of the reduced profile (`PROFILES.ci`), each starting and stopping its
- * own backend, and the run's report written to `.tmp/` after all.
+ * What the chaos spec files (`chaos-matrix-<store>.spec.ts`, `chaos-sharing.spec.ts`) share:
+ * one `describe` per column of the reduced profile (`PROFILES.ci`), each starting and stopping
+ * its own backend, and the file's report written to `.tmp/` after all.
  */
 import { afterAll, beforeAll, describe } from '@jest/globals';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -23,27 +23,37 @@ export interface CiRun {
 }
 
 /**
- * Declares `describe(<title>: <column>)` for every column of the reduced profile, with a fresh
- * backend (it owns its servers and table) started before and stopped after `body`, whose cases
- * push their results to the returned run; after the file, its report of the `rows` goes to
- * `.tmp/<reportName>.md`. `hasCases`: whether `body` declares any case for a column.
+ * The store a column runs on, from its id (`redis` for both Redis columns, `postgres` for every
+ * PostgreSQL strategy): the mutex rows run in one spec file per store, so Jest's two workers
+ * share them out (see `ci-matrix.ts`).
+ */
+export function storeOf(backend: ChaosBackend): string {
+  return backend.id.split('-')[0];
+}
+
+/**
+ * Declares `describe(<title>: <column>)` for every column of the reduced profile that `columns`
+ * keeps, with a fresh backend (it owns its servers and table) started before and stopped after
+ * `body`, whose cases push their results to the returned run; after the file, its report of the
+ * `rows` goes to `.tmp/<reportName>.md`. `columns` must leave out a column for which `body`
+ * declares no case (Jest refuses hooks in a describe without tests).
  */
 export function describeCiColumns(
   title: string,
   rows: readonly { id: string; label: string }[],
   reportName: string,
   body: (backend: ChaosBackend, run: CiRun) => void,
-  hasCases: (backend: ChaosBackend) => boolean = () => true,
+  columns: (backend: ChaosBackend) => boolean,
 ): void {
   const run: CiRun = { cells: [], skipped: [] };
-  const columns: { id: string; label: string }[] = [];
+  const declared: { id: string; label: string }[] = [];
   afterAll(async () => {
     await stopAll();
     await stopAllZk();
     const report: MatrixRun = {
       profile: CI_PROFILE.name,
       timing: CI_PROFILE.timing,
-      backends: columns,
+      backends: declared,
       faults: rows.map((f) => ({ id: f.id, label: f.label })),
       cells: run.cells,
       skipped: run.skipped,
@@ -53,14 +63,13 @@ export function describeCiColumns(
     mkdirSync('.tmp', { recursive: true });
     writeFileSync(`.tmp/${reportName}.md`, markdownReport(report));
   });
-  // A column without a case is not declared (Jest refuses hooks in a describe without tests).
-  const makers = CI_PROFILE.backends.filter((make) => hasCases(make()));
+  const makers = CI_PROFILE.backends.filter((make) => columns(make()));
   describe.each(makers.map((make) => [make().label, make] as const))(
     `${title}: %s`,
     (_label, make) => {
       // A fresh instance per describe (the one above only named it).
       const backend = make();
-      columns.push({ id: backend.id, label: backend.label });
+      declared.push({ id: backend.id, label: backend.label });
       beforeAll(() => backend.start(), 60_000);
       afterAll(() => backend.stop(), 60_000);
       body(backend, run);
