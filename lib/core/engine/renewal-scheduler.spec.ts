@@ -183,15 +183,17 @@ describe('RenewalScheduler', () => {
     let failures = 1;
     store.answer = (r) => (r.token === 'flaky' && failures-- > 0 ? new Error('slot moved') : true);
     const { lease, host } = setup(store);
-    const flaky = lease('flaky');
-    const steady = lease('steady');
+    // ttl 900, not the default 300: the retry after the error must land inside the lease even
+    // when a loaded CI machine stalls this process's timers for a few hundred ms.
+    const flaky = lease('flaky', 900);
+    const steady = lease('steady', 900);
     await until(() => (host.renewed.get('flaky') ?? 0) >= 1);
     expect(host.errors).toEqual([{ token: 'flaky', reason: 'renewal failed: slot moved' }]);
     expect(flaky.isHeld()).toBe(true);
     // Now the store stops answering at all: every lease reports errors, then is lost at its
     // deadline (not before, not never).
     store.reject = new Error('ECONNREFUSED');
-    await until(() => flaky.state === 'lost' && steady.state === 'lost', 2_000);
+    await until(() => flaky.state === 'lost' && steady.state === 'lost', 4_000);
     expect(
       host.errors.filter((e) => e.reason === 'renewal failed: ECONNREFUSED').length,
     ).toBeGreaterThanOrEqual(2);
