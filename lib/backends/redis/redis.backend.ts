@@ -162,6 +162,11 @@ export class RedisLockBackend implements LockBackend {
   #subscriber?: { client: RedisLikeClient; connection: RedisConnection };
   /** Pending or done SUBSCRIBE of `channel` (dropped on failure, so the next waiter retries). */
   private subscribed?: Promise<unknown>;
+  /**
+   * The channel's SUBSCRIBE was answered (ioredis subscribes again by itself after a reconnect,
+   * so it stays true): later waiters do not wait on it again.
+   */
+  private listening = false;
   /** This backend's queued waiters, by token. */
   private readonly waiters = new Map<string, Waiter>();
   /**
@@ -268,14 +273,14 @@ export class RedisLockBackend implements LockBackend {
     this.waiters.set(tagged, waiter);
     try {
       // Subscribed before queueing: a hand-over message in between must not be missed.
-      const listening = await this.subscribe(waitMs);
+      const listening = this.listening || (await this.subscribe(waitMs));
       for (let attempt = 0; ; attempt++) {
         waiter.notified = false;
         const sentAt = monotonicNow();
         const reply = await this.attempt(names, request, WAITER_TTL_MS, waiter.member);
         if (reply[0] === 1) {
           waiter.queued = false;
-          return { fence: Number(reply[1]), grantedAt: sentAt, permit: Number(reply[2] ?? 0) };
+          return grantOf(reply, sentAt);
         }
         if (reply[0] === 2) return handedOver(Number(reply[1]), Number(reply[2] ?? 0));
         lastMissAt = sentAt;
@@ -300,7 +305,7 @@ export class RedisLockBackend implements LockBackend {
       // Leave the queue before returning rather than hold up a free lock for WAITER_TTL_MS:
       // once the call settles its place is gone (a store that does not answer gets a short
       // bound; the leave then lands when it does). At close, the close does it.
-      if (!this.closed) {
+      if (!this.closed && waiter.queued) {
         await withTimeout(this.leaveQueue(waiter), LEAVE_BOUND_MS).catch(() => undefined);
       }
     }
@@ -415,11 +420,21 @@ export class RedisLockBackend implements LockBackend {
     const shared = this.sharedTokens.delete(token);
     return this.fenced(async (count) => {
       const keys = queueScriptKeys(names, count);
-      const args = [token, count ?? 0];
+      // The channel rides along so the sharing script hands this process's own waiters their
+      // slot in its reply (the mutex's script reads token and count only).
+      const args = [token, this.channel, count ?? 0];
       const released = shared
         ? await this.script(SHARED_RELEASE, keys, args)
         : await this.mutexOr(this.run, RELEASE, SHARED_RELEASE, keys, args);
-      return Number(released) === 1;
+      if (!Array.isArray(released)) return Number(released) === 1;
+      // {dropped, hand-over...}: this process's waiters are told here, and the release resolves
+      // only once their grants went through (a turn of the event loop): whatever the releasing
+      // caller does next (its next acquire's write) must not hold up the next holder.
+      if (released.length > 1) {
+        for (let i = 1; i < released.length; i++) this.handedOver(String(released[i]));
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      return Number(released[0]) === 1;
     });
   }
 
@@ -676,6 +691,7 @@ export class RedisLockBackend implements LockBackend {
       await withTimeout(pending, maxMs, {
         onTimeout: () => new Error(`SUBSCRIBE got no answer in ${Math.round(maxMs)} ms`),
       });
+      this.listening = true;
       return true;
     } catch (err) {
       if (!/NOPERM|permission/i.test(this.#redactor.message(err))) throw err;
@@ -691,6 +707,23 @@ export class RedisLockBackend implements LockBackend {
     }
   }
 
+  /**
+   * A hand-over to one of this backend's waiters, "<tagged token> <fence> [<slot>]": from the
+   * channel, or from the reply of a release made here.
+   */
+  private handedOver(message: string): void {
+    const [token, fence, slot] = message.split(' ');
+    const waiter = this.waiters.get(token);
+    if (!waiter) return; // gave up meanwhile: its leave passes the lock on
+    // A mutex script handed a free key to a shared or counted waiter (no slot said): it holds
+    // the key as a string that its next attempt turns into its hash field; ask now.
+    if (waiter.mutex || slot !== undefined) {
+      waiter.handedOver = Number(fence);
+      waiter.handedPermit = Number(slot ?? 0);
+    }
+    waiter.notify();
+  }
+
   /** One shared subscriber connection per backend, made on first wait (never before). */
   private subscriberClient(): { client: RedisLikeClient; connection: RedisConnection } {
     if (!this.#subscriber) {
@@ -704,22 +737,15 @@ export class RedisLockBackend implements LockBackend {
       );
       this.#subscriber = { client, connection };
       // ioredis subscribes again by itself after a reconnect.
-      client.on('message', (_channel, message) => {
-        // "<tagged token> <fence> [<slot>]": a release handed the lock to that waiter.
-        const [token, fence, slot] = message.split(' ');
-        const waiter = this.waiters.get(token);
-        if (!waiter) return; // gave up meanwhile: its leave passes the lock on
-        // A mutex script handed a free key to a shared or counted waiter (no slot said): it
-        // holds the key as a string that its next attempt turns into its hash field; ask now.
-        if (waiter.mutex || slot !== undefined) {
-          waiter.handedOver = Number(fence);
-          waiter.handedPermit = Number(slot ?? 0);
-        }
-        waiter.notify();
-      });
+      client.on('message', (_channel, message) => this.handedOver(message));
     }
     return this.#subscriber;
   }
+}
+
+/** A grant from an attempt's `{1, fence, slot?}` reply, taken at `sentAt`. */
+function grantOf(reply: AttemptReply, sentAt: number): LockGrant {
+  return { fence: Number(reply[1]), grantedAt: sentAt, permit: Number(reply[2] ?? 0) };
 }
 
 /**
