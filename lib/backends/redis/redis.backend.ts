@@ -146,7 +146,7 @@ export class RedisLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
     leaseBased: true,
     fencing: true,
-    waiting: 'queue',
+    waiting: 'queue-first',
     shared: true,
     permits: true,
   };
@@ -163,8 +163,8 @@ export class RedisLockBackend implements LockBackend {
   /** Pending or done SUBSCRIBE of `channel` (dropped on failure, so the next waiter retries). */
   private subscribed?: Promise<unknown>;
   /**
-   * The channel's SUBSCRIBE was answered (ioredis subscribes again by itself after a reconnect,
-   * so it stays true): later waiters do not wait on it again.
+   * The channel's SUBSCRIBE was answered: waiters queue from their first attempt (ioredis
+   * subscribes again by itself after a reconnect, so it stays true).
    */
   private listening = false;
   /** This backend's queued waiters, by token. */
@@ -236,16 +236,49 @@ export class RedisLockBackend implements LockBackend {
   }
 
   /**
-   * Waits in the key's FIFO queue. A waiter asks again when a release names it, when the
-   * holder's lease would have run out, and at least every {@link WAITER_REFRESH_MS} (which
-   * keeps its place: a crashed waiter loses it after {@link WAITER_TTL_MS}). One that gives up
-   * leaves the queue at once.
+   * Takes a free key, else waits in the key's FIFO queue (`waiting: 'queue-first'`). Once this
+   * backend listens on its channel, the first attempt already queues the caller when the key is
+   * busy: a contended acquisition costs one round trip before its wait, not a try and then a
+   * queueing attempt. Until then a plain attempt comes first, so a process whose keys are
+   * always free never opens the subscriber connection. A waiter asks again when a release names
+   * it, when the holder's lease would have run out, and at least every
+   * {@link WAITER_REFRESH_MS} (which keeps its place: a crashed waiter loses it after
+   * {@link WAITER_TTL_MS}). One that gives up leaves the queue at once.
    */
-  async acquire(request: QueuedRequest): Promise<LockGrant | null> {
-    const { key, ttlMs, waitMs, signal } = request;
-    if (signal.aborted || this.closed) return null;
-    const names = redisLockNames(key);
-    const deadline = monotonicNow() + waitMs;
+  acquire(request: QueuedRequest): Promise<LockGrant | null> {
+    if (request.signal.aborted || this.closed) return Promise.resolve(null);
+    const deadline = monotonicNow() + request.waitMs;
+    const names = redisLockNames(request.key);
+    return this.listening
+      ? this.waitInQueue(request, names, deadline)
+      : this.tryThenWait(request, names, deadline);
+  }
+
+  /**
+   * {@link acquire} before the channel listens: a plain attempt, then the wait. Nothing may be
+   * queued before the channel listens (a hand-over message in between would be missed), and a
+   * free key needs no channel at all.
+   */
+  private async tryThenWait(
+    request: QueuedRequest,
+    names: RedisLockNames,
+    deadline: number,
+  ): Promise<LockGrant | null> {
+    const sentAt = monotonicNow();
+    const reply = await this.attempt(names, request, 0);
+    if (reply[0] === 1) return grantOf(reply, sentAt);
+    request.onQueued?.();
+    if (request.signal.aborted || this.closed || monotonicNow() >= deadline) return null;
+    return this.waitInQueue(request, names, deadline);
+  }
+
+  /** {@link acquire}'s wait in the queue, its first attempt queueing the caller if busy. */
+  private async waitInQueue(
+    request: QueuedRequest,
+    names: RedisLockNames,
+    deadline: number,
+  ): Promise<LockGrant | null> {
+    const { ttlMs, signal } = request;
     // Lease start of a handed-over lock: the send time of our last attempt that found the lock
     // not ours. The hand-over happened after that attempt ran, so the server's lease runs out
     // no sooner than this plus the hand-over lease (never earlier than we believe).
@@ -273,7 +306,7 @@ export class RedisLockBackend implements LockBackend {
     this.waiters.set(tagged, waiter);
     try {
       // Subscribed before queueing: a hand-over message in between must not be missed.
-      const listening = this.listening || (await this.subscribe(waitMs));
+      const listening = this.listening || (await this.subscribe(deadline - monotonicNow()));
       for (let attempt = 0; ; attempt++) {
         waiter.notified = false;
         const sentAt = monotonicNow();
@@ -283,6 +316,7 @@ export class RedisLockBackend implements LockBackend {
           return grantOf(reply, sentAt);
         }
         if (reply[0] === 2) return handedOver(Number(reply[1]), Number(reply[2] ?? 0));
+        if (attempt === 0) request.onQueued?.();
         lastMissAt = sentAt;
         if (waiter.handedOver !== undefined) {
           return handedOver(waiter.handedOver, waiter.handedPermit);
