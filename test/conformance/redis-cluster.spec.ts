@@ -8,7 +8,7 @@ runLockConformance({
   capabilities: {
     leaseBased: true,
     fencing: true,
-    waiting: 'queue',
+    waiting: 'queue-first',
     shared: true,
     permits: true,
   },

@@ -11,7 +11,7 @@ runLockConformance({
   capabilities: {
     leaseBased: true,
     fencing: true,
-    waiting: 'queue',
+    waiting: 'queue-first',
     shared: true,
     permits: true,
   },

@@ -48,30 +48,40 @@ end
 `;
 
 /**
- * Lua helpers on one key's holders, after the queue prelude (same KEYS). A state `S` is
- * `{ kind = 'none'|'mutex'|'hash', holders = {...} }`, the holders live ones only.
- * - `holdersOf(now, write)`: reads the key; with `write`, drops expired hash holders and turns a
+ * Lua helpers on one key's holders, after the queue prelude (same KEYS). `now` is the server's
+ * time, read once per script. A state `S` is `{ kind = 'none'|'mutex'|'hash', holders = {...},
+ * dirty }`, the holders live ones only, `dirty` once the hash was written.
+ * - `holdersOf(write)`: reads the key; with `write`, drops expired hash holders and turns a
  *   tagged hand-over string into the hash (without, it only reads).
+ * - `headOf()`: the queue's first live waiter, or nil. The first call of a script drops the
+ *   waiters whose place lapsed; later ones only read the head (a script only takes members out
+ *   of the queue before it queues its caller, last).
+ * - `full(S)`: no request of any kind fits beside the holders (a mutex, or as many counted
+ *   holders as permits): then the queue is not even read.
  * - `fits(S, mode, permits)`: whether the holders admit such a request: anything on a free key,
  *   a shared one beside shared holders, a counted one beside holders of the same count while a
  *   slot is free; nothing beside a mutex.
- * - `grant(S, token, mode, permits, lease, now)`: a fresh fence from the key's bucket; a mutex
- *   as the plain string (only on a free key), anything else as a hash field with the lowest
- *   free slot.
+ * - `grant(S, token, mode, permits, lease)`: a fresh fence from the key's bucket; a mutex as the
+ *   plain string (only on a free key), anything else as a hash field with the lowest free slot.
  * - `drop(S, token)`: removes that token's hold: 1, or 0 when it holds nothing (expired).
- * - `admitQueue(S, now, self, selfTtl)`: hands the key to the queue's heads, in order, while they
- *   fit (readers behind a leaving writer enter together), each for its hand-over lease, told on
- *   its channel ("<tagged token> <fence> <slot>"); the caller's own place (`self`) gets its ttl
- *   and no message.
- * - `settle(S)`: the hash's expiry becomes its latest holder's (or the key goes, without one).
+ * - `admitQueue(S, self, selfTtl, ownChannel, told)`: hands the key to the queue's heads, in
+ *   order, while they fit (readers behind a leaving writer enter together), each for its
+ *   hand-over lease, told on its channel ("<tagged token> <fence> <slot>"); the caller's own
+ *   place (`self`) gets its ttl and no message. With `ownChannel` (the caller's), the heads
+ *   waiting on that channel get no message either: their hand-overs go to the list `told`, in
+ *   order, for the caller to tell them.
+ * - `settle(S)`: once the hash was written, its expiry becomes its latest holder's (or the key
+ *   goes, without one); a hash left as it was keeps the expiry it has.
  * - `agreedPermits(S, self)`: the permits a busy key's holders (else its first waiter, if not the
  *   caller) asked for; nil when idle.
- * - `dropAndPassOn(token)`: drops that token's hold (1, else 0) and passes the key on to the
- *   queue's heads that now fit.
+ * - `dropAndPassOn(token, ownChannel)`: drops that token's hold and passes the key on to the
+ *   queue's heads that now fit: `{1 (dropped) or 0, hand-over...}`, the hand-overs those to
+ *   `ownChannel`'s waiters (see `admitQueue`).
  */
 const SHARING_LUA = `
 ${HASH_HOLDER_LUA}
-local function holdersOf(now, write)
+local now = serverNow()
+local function holdersOf(write)
   local kind = redis.call('type', KEYS[1]).ok
   local holders = {}
   if kind == 'string' then
@@ -87,9 +97,9 @@ local function holdersOf(now, write)
       redis.call('del', KEYS[1])
       redis.call('hset', KEYS[1], token, holderValue(holders[1]))
     end
-    return { kind = 'hash', holders = holders }
+    return { kind = 'hash', holders = holders, dirty = write }
   elseif kind == 'hash' then
-    local flat, all = redis.call('hgetall', KEYS[1]), {}
+    local flat, all, dirty = redis.call('hgetall', KEYS[1]), {}, false
     for i = 1, #flat, 2 do
       all[#all + 1] = parseHolder(flat[i], flat[i + 1]) or error({ err = WRONGTYPE })
     end
@@ -98,11 +108,25 @@ local function holdersOf(now, write)
         holders[#holders + 1] = h
       elseif write then
         redis.call('hdel', KEYS[1], h.token)
+        dirty = true
       end
     end
-    return { kind = 'hash', holders = holders }
+    return { kind = 'hash', holders = holders, dirty = dirty }
   end
   return { kind = 'none', holders = holders }
+end
+local swept = false
+local function headOf()
+  if not swept then
+    swept = true
+    if redis.call('exists', KEYS[3]) == 0 then return nil end
+    local dropped = redis.call('zrangebyscore', KEYS[4], '-inf', now)
+    if #dropped > 0 then
+      redis.call('zrem', KEYS[3], unpack(dropped))
+      redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+    end
+  end
+  return redis.call('zrange', KEYS[3], 0, 0)[1]
 end
 local function find(S, token)
   for i, h in ipairs(S.holders) do
@@ -110,13 +134,17 @@ local function find(S, token)
   end
   return nil
 end
+local function full(S)
+  local first = S.holders[1]
+  return first ~= nil and first.mode == 'x' and #S.holders >= first.permits
+end
 local function fits(S, mode, permits)
   local first = S.holders[1]
   if not first then return true end
   if mode == 's' then return first.mode == 's' end
   return first.mode == 'x' and permits > 1 and first.permits == permits and #S.holders < permits
 end
-local function grant(S, token, mode, permits, lease, now)
+local function grant(S, token, mode, permits, lease)
   local h = { token = token, mode = mode, permits = permits, slot = 0,
               expiry = now + lease, fence = drawFence(KEYS[2], KEYS[5]) }
   if mode == 'x' and permits == 1 then
@@ -130,6 +158,7 @@ local function grant(S, token, mode, permits, lease, now)
     end
     redis.call('hset', KEYS[1], token, holderValue(h))
     S.kind = 'hash'
+    S.dirty = true
   end
   S.holders[#S.holders + 1] = h
   return h
@@ -139,45 +168,47 @@ local function drop(S, token)
   if not h then return 0 end
   if S.kind == 'mutex' then redis.call('del', KEYS[1]) else redis.call('hdel', KEYS[1], token) end
   table.remove(S.holders, i)
+  S.dirty = true
   if #S.holders == 0 then S.kind = 'none' end
   return 1
 end
-local function admitQueue(S, now, self, selfTtl)
-  while true do
-    local head = firstInLine()
+local function admitQueue(S, self, selfTtl, ownChannel, told)
+  while not full(S) do
+    local head = headOf()
     if not head then return end
     local channel, lease, tagged = string.match(head, '^(%S+) (%d+) (%S+)$')
     local token, mode, permits = requestOf(tagged)
     if not fits(S, mode, permits) then return end
-    local h = grant(S, token, mode, permits, head == self and selfTtl or tonumber(lease), now)
+    local h = grant(S, token, mode, permits, head == self and selfTtl or tonumber(lease))
     redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
-    if head ~= self then
+    if channel == ownChannel then
+      told[#told + 1] = tagged .. ' ' .. h.fence .. ' ' .. h.slot
+    elseif head ~= self then
       -- pcall: an ACL user without channel rights still hands over; the waiter polls instead.
       redis.pcall('publish', channel, tagged .. ' ' .. h.fence .. ' ' .. h.slot)
     end
   end
 end
 local function settle(S)
-  if S.kind ~= 'hash' then return end
+  if S.kind ~= 'hash' or not S.dirty then return end
   local latest = 0
   for _, h in ipairs(S.holders) do latest = math.max(latest, h.expiry) end
   if latest > 0 then redis.call('pexpireat', KEYS[1], latest) else redis.call('del', KEYS[1]) end
 end
 local function agreedPermits(S, self)
   if S.holders[1] then return S.holders[1].permits end
-  local head = firstInLine()
+  local head = headOf()
   if not head or head == self then return nil end
   local _, _, permits = requestOf(string.match(head, '^%S+ %d+ (%S+)$'))
   return permits
 end
-local function dropAndPassOn(token)
-  local now = serverNow()
-  local S = holdersOf(now, true)
-  local dropped = drop(S, token)
-  admitQueue(S, now, nil, 0)
+local function dropAndPassOn(token, ownChannel)
+  local S = holdersOf(true)
+  local reply = { drop(S, token) }
+  admitQueue(S, nil, 0, ownChannel, reply)
   settle(S)
-  return dropped
+  return reply
 end
 `;
 
@@ -200,8 +231,7 @@ ${SHARING_LUA}
 checkBuckets(KEYS[7], BUCKETS, true)
 local token, ttl, waiterTtl, member = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local mode, permits = ARGV[5], tonumber(ARGV[6])
-local now = serverNow()
-local S = holdersOf(now, true)
+local S = holdersOf(true)
 local held = find(S, token)
 if not held then
   local agreed = agreedPermits(S, member)
@@ -210,10 +240,10 @@ if not held then
     return {-1, agreed}
   end
 end
-admitQueue(S, now, member, ttl)
+admitQueue(S, member, ttl)
 local mine = find(S, token)
-if not mine and not firstInLine() and fits(S, mode, permits) then
-  mine = grant(S, token, mode, permits, ttl, now)
+if not mine and fits(S, mode, permits) and not headOf() then
+  mine = grant(S, token, mode, permits, ttl)
 end
 settle(S)
 if held then return {2, held.fence or lastFence(KEYS[2], KEYS[5]), held.slot} end
@@ -232,14 +262,18 @@ return {0, earliest and earliest - now or -1}
 `);
 
 /**
- * KEYS: see the queue prelude · ARGV: token, bucket count. Drops only the caller's own hold
- * (a hash field, or a plain string it owns) and admits the queue's heads that now fit: 1, else
- * 0 (its lease ran out, or it held nothing).
+ * KEYS: see the queue prelude · ARGV: token, the caller's wake-up channel, bucket count (the
+ * mutex's `RELEASE` reads the same ARGV: token first, count last). Drops only the caller's own
+ * hold (a hash field, or a plain string it owns) and admits the queue's heads that now fit:
+ * `{1, hand-over...}`, else `{0, hand-over...}` (its lease ran out, or it held nothing). The
+ * heads that wait on the caller's channel are not published to: their "<tagged token> <fence>
+ * <slot>" come back in the reply, so the releasing process hands its own waiters their slot
+ * without a message going round through the subscriber connection.
  */
 export const SHARED_RELEASE = script(`${QUEUE_PRELUDE}
 ${SHARING_LUA}
 checkBuckets(KEYS[7], BUCKETS, true)
-return dropAndPassOn(ARGV[1])
+return dropAndPassOn(ARGV[1], ARGV[2])
 `);
 
 /**
@@ -252,7 +286,7 @@ ${SHARING_LUA}
 checkBuckets(KEYS[7], BUCKETS, true)
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
-dropAndPassOn(ARGV[2])
+dropAndPassOn(ARGV[2], nil)
 return 1
 `);
 
@@ -266,8 +300,7 @@ return 1
 export const SHARED_INSPECT = script(`${QUEUE_PRELUDE}
 ${SHARING_LUA}
 checkBuckets(KEYS[7], BUCKETS, false)
-local now = serverNow()
-local S = holdersOf(now, false)
+local S = holdersOf(false)
 local waiting = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
 if not S.holders[1] then return {0, lastFence(KEYS[2], KEYS[5]), -1, waiting, 0} end
 local fence, latest, slots = 0, 0, {}

@@ -146,7 +146,7 @@ export class RedisLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
     leaseBased: true,
     fencing: true,
-    waiting: 'queue',
+    waiting: 'queue-first',
     shared: true,
     permits: true,
   };
@@ -162,6 +162,11 @@ export class RedisLockBackend implements LockBackend {
   #subscriber?: { client: RedisLikeClient; connection: RedisConnection };
   /** Pending or done SUBSCRIBE of `channel` (dropped on failure, so the next waiter retries). */
   private subscribed?: Promise<unknown>;
+  /**
+   * The channel's SUBSCRIBE was answered: waiters queue from their first attempt (ioredis
+   * subscribes again by itself after a reconnect, so it stays true).
+   */
+  private listening = false;
   /** This backend's queued waiters, by token. */
   private readonly waiters = new Map<string, Waiter>();
   /**
@@ -231,16 +236,49 @@ export class RedisLockBackend implements LockBackend {
   }
 
   /**
-   * Waits in the key's FIFO queue. A waiter asks again when a release names it, when the
-   * holder's lease would have run out, and at least every {@link WAITER_REFRESH_MS} (which
-   * keeps its place: a crashed waiter loses it after {@link WAITER_TTL_MS}). One that gives up
-   * leaves the queue at once.
+   * Takes a free key, else waits in the key's FIFO queue (`waiting: 'queue-first'`). Once this
+   * backend listens on its channel, the first attempt already queues the caller when the key is
+   * busy: a contended acquisition costs one round trip before its wait, not a try and then a
+   * queueing attempt. Until then a plain attempt comes first, so a process whose keys are
+   * always free never opens the subscriber connection. A waiter asks again when a release names
+   * it, when the holder's lease would have run out, and at least every
+   * {@link WAITER_REFRESH_MS} (which keeps its place: a crashed waiter loses it after
+   * {@link WAITER_TTL_MS}). One that gives up leaves the queue at once.
    */
-  async acquire(request: QueuedRequest): Promise<LockGrant | null> {
-    const { key, ttlMs, waitMs, signal } = request;
-    if (signal.aborted || this.closed) return null;
-    const names = redisLockNames(key);
-    const deadline = monotonicNow() + waitMs;
+  acquire(request: QueuedRequest): Promise<LockGrant | null> {
+    if (request.signal.aborted || this.closed) return Promise.resolve(null);
+    const deadline = monotonicNow() + request.waitMs;
+    const names = redisLockNames(request.key);
+    return this.listening
+      ? this.waitInQueue(request, names, deadline)
+      : this.tryThenWait(request, names, deadline);
+  }
+
+  /**
+   * {@link acquire} before the channel listens: a plain attempt, then the wait. Nothing may be
+   * queued before the channel listens (a hand-over message in between would be missed), and a
+   * free key needs no channel at all.
+   */
+  private async tryThenWait(
+    request: QueuedRequest,
+    names: RedisLockNames,
+    deadline: number,
+  ): Promise<LockGrant | null> {
+    const sentAt = monotonicNow();
+    const reply = await this.attempt(names, request, 0);
+    if (reply[0] === 1) return grantOf(reply, sentAt);
+    request.onQueued?.();
+    if (request.signal.aborted || this.closed || monotonicNow() >= deadline) return null;
+    return this.waitInQueue(request, names, deadline);
+  }
+
+  /** {@link acquire}'s wait in the queue, its first attempt queueing the caller if busy. */
+  private async waitInQueue(
+    request: QueuedRequest,
+    names: RedisLockNames,
+    deadline: number,
+  ): Promise<LockGrant | null> {
+    const { ttlMs, signal } = request;
     // Lease start of a handed-over lock: the send time of our last attempt that found the lock
     // not ours. The hand-over happened after that attempt ran, so the server's lease runs out
     // no sooner than this plus the hand-over lease (never earlier than we believe).
@@ -268,16 +306,17 @@ export class RedisLockBackend implements LockBackend {
     this.waiters.set(tagged, waiter);
     try {
       // Subscribed before queueing: a hand-over message in between must not be missed.
-      const listening = await this.subscribe(waitMs);
+      const listening = this.listening || (await this.subscribe(deadline - monotonicNow()));
       for (let attempt = 0; ; attempt++) {
         waiter.notified = false;
         const sentAt = monotonicNow();
         const reply = await this.attempt(names, request, WAITER_TTL_MS, waiter.member);
         if (reply[0] === 1) {
           waiter.queued = false;
-          return { fence: Number(reply[1]), grantedAt: sentAt, permit: Number(reply[2] ?? 0) };
+          return grantOf(reply, sentAt);
         }
         if (reply[0] === 2) return handedOver(Number(reply[1]), Number(reply[2] ?? 0));
+        if (attempt === 0) request.onQueued?.();
         lastMissAt = sentAt;
         if (waiter.handedOver !== undefined) {
           return handedOver(waiter.handedOver, waiter.handedPermit);
@@ -300,7 +339,7 @@ export class RedisLockBackend implements LockBackend {
       // Leave the queue before returning rather than hold up a free lock for WAITER_TTL_MS:
       // once the call settles its place is gone (a store that does not answer gets a short
       // bound; the leave then lands when it does). At close, the close does it.
-      if (!this.closed) {
+      if (!this.closed && waiter.queued) {
         await withTimeout(this.leaveQueue(waiter), LEAVE_BOUND_MS).catch(() => undefined);
       }
     }
@@ -415,11 +454,21 @@ export class RedisLockBackend implements LockBackend {
     const shared = this.sharedTokens.delete(token);
     return this.fenced(async (count) => {
       const keys = queueScriptKeys(names, count);
-      const args = [token, count ?? 0];
+      // The channel rides along so the sharing script hands this process's own waiters their
+      // slot in its reply (the mutex's script reads token and count only).
+      const args = [token, this.channel, count ?? 0];
       const released = shared
         ? await this.script(SHARED_RELEASE, keys, args)
         : await this.mutexOr(this.run, RELEASE, SHARED_RELEASE, keys, args);
-      return Number(released) === 1;
+      if (!Array.isArray(released)) return Number(released) === 1;
+      // {dropped, hand-over...}: this process's waiters are told here, and the release resolves
+      // only once their grants went through (a turn of the event loop): whatever the releasing
+      // caller does next (its next acquire's write) must not hold up the next holder.
+      if (released.length > 1) {
+        for (let i = 1; i < released.length; i++) this.handedOver(String(released[i]));
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      return Number(released[0]) === 1;
     });
   }
 
@@ -676,6 +725,7 @@ export class RedisLockBackend implements LockBackend {
       await withTimeout(pending, maxMs, {
         onTimeout: () => new Error(`SUBSCRIBE got no answer in ${Math.round(maxMs)} ms`),
       });
+      this.listening = true;
       return true;
     } catch (err) {
       if (!/NOPERM|permission/i.test(this.#redactor.message(err))) throw err;
@@ -691,6 +741,23 @@ export class RedisLockBackend implements LockBackend {
     }
   }
 
+  /**
+   * A hand-over to one of this backend's waiters, "<tagged token> <fence> [<slot>]": from the
+   * channel, or from the reply of a release made here.
+   */
+  private handedOver(message: string): void {
+    const [token, fence, slot] = message.split(' ');
+    const waiter = this.waiters.get(token);
+    if (!waiter) return; // gave up meanwhile: its leave passes the lock on
+    // A mutex script handed a free key to a shared or counted waiter (no slot said): it holds
+    // the key as a string that its next attempt turns into its hash field; ask now.
+    if (waiter.mutex || slot !== undefined) {
+      waiter.handedOver = Number(fence);
+      waiter.handedPermit = Number(slot ?? 0);
+    }
+    waiter.notify();
+  }
+
   /** One shared subscriber connection per backend, made on first wait (never before). */
   private subscriberClient(): { client: RedisLikeClient; connection: RedisConnection } {
     if (!this.#subscriber) {
@@ -704,22 +771,15 @@ export class RedisLockBackend implements LockBackend {
       );
       this.#subscriber = { client, connection };
       // ioredis subscribes again by itself after a reconnect.
-      client.on('message', (_channel, message) => {
-        // "<tagged token> <fence> [<slot>]": a release handed the lock to that waiter.
-        const [token, fence, slot] = message.split(' ');
-        const waiter = this.waiters.get(token);
-        if (!waiter) return; // gave up meanwhile: its leave passes the lock on
-        // A mutex script handed a free key to a shared or counted waiter (no slot said): it
-        // holds the key as a string that its next attempt turns into its hash field; ask now.
-        if (waiter.mutex || slot !== undefined) {
-          waiter.handedOver = Number(fence);
-          waiter.handedPermit = Number(slot ?? 0);
-        }
-        waiter.notify();
-      });
+      client.on('message', (_channel, message) => this.handedOver(message));
     }
     return this.#subscriber;
   }
+}
+
+/** A grant from an attempt's `{1, fence, slot?}` reply, taken at `sentAt`. */
+function grantOf(reply: AttemptReply, sentAt: number): LockGrant {
+  return { fence: Number(reply[1]), grantedAt: sentAt, permit: Number(reply[2] ?? 0) };
 }
 
 /**
