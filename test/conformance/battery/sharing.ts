@@ -4,7 +4,8 @@ import { LockAbortedError, LockConfigError } from '../../../lib/errors/lock.erro
 import type { Lock, LockOptions } from '../../../lib/lock.interfaces';
 import type { LockService } from '../../../lib/lock.service';
 import { aborted, settle, sleep, stillPendingAfter, within } from '../../support/async';
-import { countBackendCalls, nextEvent } from '../../support/lock-checks';
+import { countBackendCalls } from '../../support/lock-checks';
+import { loseBehindItsBack } from './lost-lock';
 import { BACKEND, QUICK_MS, type LockFixture, when } from './fixture';
 
 /** One critical section: its grant's fence and slot, and when (monotonic) it ran. */
@@ -380,17 +381,7 @@ export function sharing(f: LockFixture): void {
         async () => {
           const key = f.newKey('sh-lost');
           const a = await f.acquire(key, { ...opts, ttl: f.ttl });
-          const lostEvent = nextEvent(
-            f.locks,
-            'lost',
-            (e) => e.key === key && e.token === a.token,
-            f.ttl * 3 + 5_000,
-          );
-          expect(await f.backend.release(f.full(key), a.token)).toBe(true);
-          await within(aborted(a.signal), f.ttl * 3 + 5_000, 'the lost signal');
-          f.expectLockLost(a.signal.reason, key);
-          expect(a.isHeld()).toBe(false);
-          expect((await lostEvent).backend).toBe(BACKEND);
+          await loseBehindItsBack(f, key, a);
           await expect(a.release()).resolves.toBeUndefined();
           await f.expectLocked(key, false);
         },
