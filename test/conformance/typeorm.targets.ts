@@ -9,17 +9,25 @@ import type { ConformanceTarget } from './lock-conformance';
 /**
  * What each strategy is: the table a lease row that expires by itself, polled; for-update a row
  * lock held by a connection's open transaction, waited for in the database's own lock queue;
- * advisory a session lock of a connection, polled on MariaDB (see ON_POSTGRES).
+ * advisory a session lock of a connection, polled on MariaDB, counted there with slot names
+ * (at most 64 permits) but never shared (see ON_POSTGRES).
  */
 const CAPABILITIES = {
   table: { leaseBased: true, fencing: true, waiting: 'queue', shared: true, permits: true },
   'for-update': { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },
-  advisory: { leaseBased: false, fencing: true, waiting: 'poll', shared: false, permits: false },
+  advisory: {
+    leaseBased: false,
+    fencing: true,
+    waiting: 'poll',
+    shared: false,
+    permits: true,
+    maxPermits: 64,
+  },
 } as const satisfies Record<string, ConformanceTarget['capabilities']>;
 
 /**
  * Where a strategy does more on one database: PostgreSQL advisory locks have a share mode and a
- * lock queue (shared and counted locks, waiting in the database); MariaDB's GET_LOCK has neither.
+ * lock queue (shared locks, waiting in the database); MariaDB's GET_LOCK has neither.
  */
 const ON_POSTGRES: Partial<Record<string, ConformanceTarget['capabilities']>> = {
   advisory: { leaseBased: false, fencing: true, waiting: 'queue', shared: true, permits: true },

@@ -28,6 +28,7 @@ const COUNTED: Array<[ServerKind, SqlStrategy]> = [
   ['postgres', 'for-update'],
   ['postgres', 'advisory'],
   ['mariadb', 'for-update'],
+  ['mariadb', 'advisory'],
 ];
 
 /** How soon after a holder process dies its server-side session is gone, at most, ms. */

@@ -14,8 +14,17 @@ import { truthy, type SqlDatabase } from './sql-database';
 import type { SqlFamily } from './sql-dialect';
 import { pgHasIdleSessionTimeout } from './sql-server';
 import {
+  holdsMysqlSlot,
+  killMysqlAdvisoryHolders,
+  MYSQL_MAX_PERMITS,
+  MYSQL_SLOTS_HELD,
+  mysqlAdvisoryHolders,
+  mysqlSlotPrefix,
+  releaseMysqlSlot,
+  takeMysqlSlot,
+} from './mysql-advisory-slots';
+import {
   boundMysqlSession,
-  killHolderOf,
   MYSQL_RESTORE_SESSION,
   pgMilliseconds,
   pgTerminate,
@@ -67,9 +76,10 @@ const SLOT_WAIT_MIN_MS = 20;
  * writer, is refused (LockConfigError, permits) rather than over-admitted. Of two such requests
  * taking at once, the later one's check sees the earlier (each checks only once it holds).
  *
- * MariaDB/MySQL `GET_LOCK` is exclusive only and the server cannot list the names a key's
- * counted holders took without a statement per possible count, so there it is a mutex only
- * (shared and counted requests are refused by the engine); waiting is the engine's polling.
+ * MariaDB/MySQL `GET_LOCK` is exclusive only, so there shared requests are refused (by the
+ * engine). A counted lock of N (up to 64) holds the lowest free of 64 slot names and a count
+ * mark saying its N; a mutex, once it holds the key's name, checks that no slot is held (see
+ * `mysql-advisory-slots.ts`). Waiting is the engine's polling.
  *
  * The server ends a holder it stops hearing from after `sessionTimeoutMs`: Postgres 14+
  * `idle_session_timeout`, set with the statement that takes the lock (before a wait, so a
@@ -83,7 +93,12 @@ export class AdvisoryStrategy implements SessionStrategy {
 
   supports(family: SqlFamily): SessionCapabilities {
     const postgres = family === 'postgres';
-    return { shared: postgres, permits: postgres, waitsInDatabase: postgres };
+    return {
+      shared: postgres,
+      permits: true,
+      maxPermits: postgres ? undefined : MYSQL_MAX_PERMITS,
+      waitsInDatabase: postgres,
+    };
   }
 
   async take(
@@ -92,9 +107,7 @@ export class AdvisoryStrategy implements SessionStrategy {
     lock: SessionLock,
     waitMs: number,
   ): Promise<number | null> {
-    if (db.dialect.family !== 'postgres') {
-      return (await this.takeMysql(runner, lock.key)) ? 0 : null;
-    }
+    if (db.dialect.family !== 'postgres') return this.takeMysql(runner, lock);
     if (lock.permits > 1) return this.takeSlot(db, runner, lock, waitMs);
     if (waitMs > 0) return (await this.waitPg(db, runner, lock, waitMs)) ? 0 : null;
     if (lock.mode === 'shared') return (await this.tryShared(db, runner, lock)) ? 0 : null;
@@ -297,15 +310,31 @@ export class AdvisoryStrategy implements SessionStrategy {
     throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
   }
 
-  /** MariaDB/MySQL: the mutex's `GET_LOCK`, the session bounded first (restored on failure). */
-  private async takeMysql(runner: SqlRunner, key: string): Promise<boolean> {
+  /**
+   * MariaDB/MySQL, the session bounded first (restored on failure): a mutex's `GET_LOCK`, then
+   * the check that no counted holder holds a slot of the key (see `mysql-advisory-slots.ts`);
+   * a counted lock's slot.
+   */
+  private async takeMysql(runner: SqlRunner, lock: SessionLock): Promise<number | null> {
     await boundMysqlSession(runner, this.sessionTimeoutMs);
-    let taken = false;
+    const name = advisoryLockName(lock.key);
+    let slot: number | null = null;
     try {
-      taken = await query(runner, 'SELECT GET_LOCK(?, 0) AS ok', [advisoryLockName(key)]);
-      return taken;
+      if (lock.permits > 1) {
+        slot = await takeMysqlSlot(runner, lock, name);
+        return slot;
+      }
+      if (!(await query(runner, 'SELECT GET_LOCK(?, 0) AS ok', [name]))) return null;
+      // Checked once held (a statement of its own: see mysql-advisory-slots.ts).
+      const counted = await runner.query(MYSQL_SLOTS_HELD, [mysqlSlotPrefix(lock.key)], true);
+      if (!truthy(counted.records[0]?.held)) {
+        slot = 0;
+        return slot;
+      }
+      await runner.query('SELECT RELEASE_LOCK(?) AS ok', [name], true);
+      throw permitsDisagreement(lock.key, undefined, lock.permits, lock.mode);
     } finally {
-      if (!taken) await runner.query(`SET ${MYSQL_RESTORE_SESSION}`, [], true);
+      if (slot === null) await runner.query(`SET ${MYSQL_RESTORE_SESSION}`, [], true);
     }
   }
 
@@ -344,6 +373,7 @@ export class AdvisoryStrategy implements SessionStrategy {
    */
   async probe(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
     if (db.dialect.family === 'postgres') return connectionAnswers(runner);
+    if (hold.permits > 1) return holdsMysqlSlot(runner, hold.key, hold.slot);
     return query(runner, 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS ok', [
       advisoryLockName(hold.key),
     ]);
@@ -366,9 +396,10 @@ export class AdvisoryStrategy implements SessionStrategy {
       }
       return query(runner, `SELECT pg_advisory_unlock($1::bigint) AS ok${restore}`, [id]);
     }
-    const released = await query(runner, 'SELECT RELEASE_LOCK(?) AS ok', [
-      advisoryLockName(hold.key),
-    ]);
+    const released =
+      hold.permits > 1
+        ? await releaseMysqlSlot(runner, hold.key, hold.permits, hold.slot)
+        : await query(runner, 'SELECT RELEASE_LOCK(?) AS ok', [advisoryLockName(hold.key)]);
     await runner.query(`SET ${MYSQL_RESTORE_SESSION}`, [], true);
     return released;
   }
@@ -380,10 +411,11 @@ export class AdvisoryStrategy implements SessionStrategy {
       ]);
       return result.records.length > 0;
     }
-    const result = await db.exec('SELECT IS_USED_LOCK(?) IS NOT NULL AS used', [
-      advisoryLockName(key),
-    ]);
-    return truthy(result.records[0]?.used);
+    const result = await db.exec(
+      `SELECT IS_USED_LOCK(?) IS NOT NULL AS used, (${MYSQL_SLOTS_HELD}) AS counted`,
+      [advisoryLockName(key), mysqlSlotPrefix(key)],
+    );
+    return truthy(result.records[0]?.used) || truthy(result.records[0]?.counted);
   }
 
   /** Postgres: requests for the key's lock or its slots waiting in the lock queue. */
@@ -398,10 +430,12 @@ export class AdvisoryStrategy implements SessionStrategy {
 
   /**
    * Postgres: the sessions holding the key's lock, their mode, and for a counted lock its N
-   * and slots (from the slot ids). MariaDB: one holder at most.
+   * and slots (from the slot ids). MariaDB: the mutex's holder, or the counted holders' slots.
    */
   async holders(db: SqlDatabase, key: string): Promise<SessionHolders | undefined> {
-    if (db.dialect.family !== 'postgres') return undefined;
+    if (db.dialect.family !== 'postgres') {
+      return mysqlAdvisoryHolders(db, key, advisoryLockName(key));
+    }
     const result = await db.exec(
       `SELECT pid, mode, objsubid, objid FROM pg_locks WHERE ${PG_ANY_OF}`,
       [...pgLockIds(key), slotIds(key, 1, 0)[0]],
@@ -431,7 +465,9 @@ export class AdvisoryStrategy implements SessionStrategy {
 
   /** Ends every session holding the lock (or a slot of it), looked up and ended by the server. */
   async forceRelease(db: SqlDatabase, key: string): Promise<boolean> {
-    if (db.dialect.family !== 'postgres') return killHolderOf(db, advisoryLockName(key));
+    if (db.dialect.family !== 'postgres') {
+      return killMysqlAdvisoryHolders(db, key, advisoryLockName(key));
+    }
     const result = await db.exec(
       `SELECT ${pgTerminate(db, 'pid')} AS ended FROM (SELECT DISTINCT pid FROM pg_locks WHERE ${PG_ANY_OF}) holders`,
       [...pgLockIds(key), slotIds(key, 1, 0)[0]],

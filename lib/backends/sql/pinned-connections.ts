@@ -69,11 +69,6 @@ export class PinnedConnections {
     return this.pinned < maxPins(db.dataSource);
   }
 
-  /** Whether this process holds a lock on `key` (with any token). */
-  holds(key: string): boolean {
-    return this.heldKeys.has(key);
-  }
-
   /** Whether this process holds `key` as a mutex (exclusive, one permit): busy for every other. */
   holdsMutex(key: string): boolean {
     if (!this.heldKeys.has(key)) return false;

@@ -91,6 +91,8 @@ export interface SessionCapabilities {
   readonly shared: boolean;
   /** Grants `permits` above 1 (each grant with its slot). */
   readonly permits: boolean;
+  /** The most `permits` it grants one key, where below the engine's own limit. */
+  readonly maxPermits?: number;
   /**
    * The database can wait for a busy lock itself (`take` with `waitMs > 0`): waiters then queue
    * in the database (`waiting: 'queue'`) instead of polling.

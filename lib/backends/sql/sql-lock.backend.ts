@@ -187,12 +187,13 @@ export class SqlLockBackend implements LockBackend {
       waiting: can.waitsInDatabase ? 'queue' : 'poll',
       shared: can.shared,
       permits: can.permits,
+      ...(can.maxPermits === undefined ? {} : { maxPermits: can.maxPermits }),
     };
   }
 
   /**
    * One attempt. A session mutex (one pinned connection per attempt) answers busy without
-   * asking the database when the key is busy here already: held by this process, waited for in
+   * asking the database when the key is busy here already: held by this process as a mutex, waited for in
    * its line (whose head goes first), or tried by another call right now. A shared or counted
    * request may join holders of this process, so the database decides (behind the line still).
    */
@@ -201,7 +202,9 @@ export class SqlLockBackend implements LockBackend {
     const { key } = request;
     if (this.#lines.size(key) > 0) return null;
     if (!isMutex(request)) return this.take(await this.open(), request, 0);
-    if (this.#pins.holds(key) || this.#trying.has(key)) return null;
+    // Held here as a mutex: busy. Held here shared or counted: the database says why (a mutex
+    // beside counted holders is refused, not kept polling in vain).
+    if (this.#pins.holdsMutex(key) || this.#trying.has(key)) return null;
     this.#trying.add(key);
     try {
       return await this.take(await this.open(), request, 0);
@@ -500,9 +503,11 @@ export class SqlLockBackend implements LockBackend {
     if (this.#family === undefined && this.#familyHint) this.learnFamily(this.#familyHint());
     if (this.#family) return strategy.supports(this.#family);
     const all = (['postgres', 'mysql'] as const).map((family) => strategy.supports(family));
+    const limits = all.flatMap((c) => (c.maxPermits === undefined ? [] : [c.maxPermits]));
     return {
       shared: all.every((c) => c.shared),
       permits: all.every((c) => c.permits),
+      maxPermits: limits.length > 0 ? Math.min(...limits) : undefined,
       waitsInDatabase: all.every((c) => c.waitsInDatabase),
     };
   }

@@ -206,4 +206,10 @@ export interface LockBackendCapabilities {
    * Absent or `false`: the engine refuses such a request with `LockConfigError` before any I/O.
    */
   readonly permits?: boolean;
+  /**
+   * The most `permits` the backend grants one key, where it is below the engine's own limit
+   * (1024): the engine refuses a request for more with `LockConfigError` (field `permits`)
+   * before any I/O. Absent: the engine's limit.
+   */
+  readonly maxPermits?: number;
 }

@@ -98,7 +98,16 @@ function checkCapable(
     mode === 'shared'
       ? (['mode', 'shared', "mode 'shared'"] as const)
       : (['permits', 'permits', `permits: ${permits}`] as const);
-  if (backends.get(backendName).capabilities[capability] === true) return;
+  const capabilities = backends.get(backendName).capabilities;
+  if (capabilities[capability] === true) {
+    const most = capabilities.maxPermits;
+    if (mode === 'shared' || most === undefined || permits <= most) return;
+    throw new LockConfigError(
+      'permits',
+      `backend "${backendName}" grants at most ${most} permits per key, got ${permits} (see the ` +
+        `README's "Shared and counted locks" table)`,
+    );
+  }
   const able = backends
     .names()
     .filter((name) => backends.get(name).capabilities[capability] === true);

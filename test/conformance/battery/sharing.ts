@@ -57,7 +57,15 @@ function expectFencesInGrantOrder(sections: readonly Section[]): void {
  * waiters that leave something behind when they give up.
  */
 export function sharing(f: LockFixture): void {
-  const { shared = false, permits = false, leaseBased } = f.target.capabilities;
+  const {
+    shared = false,
+    permits = false,
+    leaseBased,
+    waiting,
+    maxPermits,
+  } = f.target.capabilities;
+  // A store with a queue counts its waiters (inspect's `waiting`); a polled one has none to count.
+  const noWaiter = waiting === 'poll' ? {} : { waiting: 0 };
   const { admin = false } = f.target;
   const acrossApps = f.target.sharedAcrossApps === true;
 
@@ -101,6 +109,37 @@ export function sharing(f: LockFixture): void {
         // A mutex asked for explicitly is what it always was.
         const lock = await f.acquire(key, { mode: 'exclusive', permits: 1 });
         expect(lock).toMatchObject({ mode: 'exclusive', permit: 0 });
+        await f.releaseFrees(lock, key);
+      },
+    );
+
+    when(permits && maxPermits !== undefined)(
+      'permits above the backend’s maxPermits are refused before any I/O; maxPermits itself is granted',
+      async () => {
+        const most = maxPermits as number;
+        const key = f.newKey('max-permits');
+        const spy = countBackendCalls(f.backend);
+        try {
+          const calls: Array<() => Promise<unknown>> = [
+            () => f.locks.acquire(key, { permits: most + 1 }),
+            () => f.locks.tryAcquire(key, { permits: most + 1 }),
+            () => f.locks.withLock(key, () => 'ran', { permits: most + 1 }),
+          ];
+          for (const call of calls) {
+            const r = await settle(call());
+            expect(r.ok).toBe(false);
+            const error = (r as { error: unknown }).error;
+            expect(error).toBeInstanceOf(LockConfigError);
+            expect(error).toMatchObject({ field: 'permits' });
+            expect((error as Error).message).toContain(`at most ${most} permits`);
+          }
+          expect(spy.total()).toBe(0);
+        } finally {
+          spy.restore();
+        }
+        // The limit itself is granted (a session store pins a connection per holder, so one).
+        const lock = await f.acquire(key, { permits: most });
+        expect(lock.permit).toBe(0);
         await f.releaseFrees(lock, key);
       },
     );
@@ -245,7 +284,7 @@ export function sharing(f: LockFixture): void {
       if (admin) {
         // Both calls have given up; the last attempt of each may still be on its way to the
         // store (it is undone where it lands), so the store shows no waiter within moments.
-        await expectInspect(f, key, { holders: 2, waiting: 0, slots: [0, 1] });
+        await expectInspect(f, key, { holders: 2, ...noWaiter, slots: [0, 1] });
       }
       await a.release();
       // The freed slot goes to a newcomer at once: no ghost waiter took it.
@@ -255,7 +294,7 @@ export function sharing(f: LockFixture): void {
       await c!.release();
       await f.expectLocked(key, false);
       if (admin) {
-        expect(await f.locks.inspect(key)).toMatchObject({ held: false, holders: 0, waiting: 0 });
+        expect(await f.locks.inspect(key)).toMatchObject({ held: false, holders: 0, ...noWaiter });
       }
     });
 
