@@ -3,18 +3,20 @@
  * cannot see (issue 19): a holder process killed while it reads or holds a slot frees its hold
  * at once (the server ends its session); writer preference holds between two apps, each waiting
  * in the database; and readers and counted holders leave nothing behind: no key or slot rows in
- * the table, no advisory lock of the key, once they are gone.
+ * the table, no advisory lock of the key, once they are gone. MariaDB advisory counted locks
+ * (slot names and count marks) are checked against the names themselves.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { advisoryKey64 } from '../../lib/backends/sql/advisory.strategy';
+import { mysqlCountMark, mysqlSlotPrefix } from '../../lib/backends/sql/mysql-advisory-slots';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { scratchTable, type DbKind, type ScratchTable } from '../../servers/databases';
 import { settle, sleep, stillPendingAfter } from '../support/async';
 import { startHolder } from '../support/holder-process';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
-import { typeormOptions, type SqlStrategy } from '../support/typeorm-backend';
+import { typeormOptions, withMariadbAdmin, type SqlStrategy } from '../support/typeorm-backend';
 
 type ServerKind = Exclude<DbKind, 'sqlite'>;
 
@@ -137,6 +139,103 @@ describe('typeorm shared and counted session locks', () => {
       await next.release();
       expect(await t.locks.isLocked('pool')).toBe(false);
     }, 30_000);
+  });
+
+  describe('mariadb advisory: counted locks on slot names', () => {
+    /** How many of `key`'s 64 slot names and of its count marks for `permits` are held now. */
+    async function namesHeld(key: string, permits: number): Promise<number> {
+      return withMariadbAdmin(async (admin) => {
+        const names = Array.from({ length: 64 }, (_, i) => [
+          `${mysqlSlotPrefix(key)}${i}`,
+          mysqlCountMark(key, permits, i),
+        ]).flat();
+        const [rows] = await admin.query(
+          `SELECT ${names.map(() => '(IS_USED_LOCK(?) IS NOT NULL)').join(' + ')} AS held`,
+          names,
+        );
+        return Number((rows as Array<{ held: unknown }>)[0].held);
+      });
+    }
+
+    it('a slot held without its count mark (a session half gone) is looked at again, and refused only if it stays', async () => {
+      const [options] = setup('mariadb', 'advisory');
+      const t = await app(options);
+      const key = `${options.keyPrefix}pool`;
+      const slot1 = `${mysqlSlotPrefix(key)}1`;
+      await withMariadbAdmin(async (admin) => {
+        // Gone within the check's second look: the taker is granted, not refused.
+        await admin.query('SELECT GET_LOCK(?, 0)', [slot1]);
+        const taking = settle(t.locks.tryAcquire('pool', { permits: 2 }));
+        await sleep(40);
+        await admin.query('SELECT RELEASE_LOCK(?)', [slot1]);
+        const granted = await taking;
+        expect(granted).toMatchObject({ ok: true });
+        const lock = (granted as { value: Awaited<ReturnType<typeof t.locks.tryAcquire>> }).value;
+        expect(lock?.permit).toBe(0);
+        await lock!.release();
+        // Still there after every look: refused, and the taker holds nothing of the key.
+        await admin.query('SELECT GET_LOCK(?, 0)', [slot1]);
+        await expect(t.locks.tryAcquire('pool', { permits: 2 })).rejects.toMatchObject({
+          name: 'LockConfigError',
+          field: 'permits',
+        });
+        await admin.query('SELECT RELEASE_LOCK(?)', [slot1]);
+      });
+      expect(await namesHeld(key, 2)).toBe(0);
+      expect(await t.locks.isLocked('pool')).toBe(false);
+    }, 30_000);
+
+    it('a mutex and a counted request taking at once are never both admitted, and the refused leave nothing', async () => {
+      const [options] = setup('mariadb', 'advisory');
+      const mutexApp = await app(options);
+      const countedApp = await app(options);
+      let granted = 0;
+      for (let round = 0; round < 30; round++) {
+        // The mutex starts 0 to 5 ms after the counted request: each side's check meets the other
+        // at every stage of its take.
+        const [mutex, counted] = await Promise.all([
+          sleep(round % 6).then(() => settle(mutexApp.locks.tryAcquire('race'))),
+          settle(countedApp.locks.tryAcquire('race', { permits: 2 })),
+        ]);
+        const held = [mutex, counted].flatMap((r) => (r.ok && r.value ? [r.value] : []));
+        // Each is granted, busy, or refused for disagreeing; never both granted.
+        expect(held.length).toBeLessThanOrEqual(1);
+        for (const r of [mutex, counted]) {
+          if (!r.ok) expect(r.error).toMatchObject({ name: 'LockConfigError', field: 'permits' });
+        }
+        granted += held.length;
+        for (const lock of held) await lock.release();
+      }
+      expect(granted).toBeGreaterThan(0);
+      const key = `${options.keyPrefix}race`;
+      expect(await namesHeld(key, 2)).toBe(0);
+      expect(await mutexApp.locks.isLocked('race')).toBe(false);
+    }, 60_000);
+
+    it('counted holders of one key share out its slots and leave no name behind', async () => {
+      const [options] = setup('mariadb', 'advisory');
+      const t = await app(options);
+      let most = 0;
+      let now = 0;
+      await Promise.all(
+        Array.from({ length: 6 }, async () => {
+          for (let round = 0; round < 4; round++) {
+            await t.locks.withLock(
+              'shelf',
+              async () => {
+                most = Math.max(most, ++now);
+                await sleep(5 + Math.random() * 10);
+                now--;
+              },
+              { permits: 3, waitTimeout: 15_000 },
+            );
+          }
+        }),
+      );
+      expect(most).toBe(3);
+      expect(await namesHeld(`${options.keyPrefix}shelf`, 3)).toBe(0);
+      expect(await t.locks.inspect('shelf')).toMatchObject({ held: false, holders: 0 });
+    }, 60_000);
   });
 
   describe('postgres advisory: who is a reader', () => {

@@ -55,7 +55,7 @@ function countPrefix(key: string): string {
 }
 
 /** The count mark of slot `slot` of a counted lock of `permits` on `key`. */
-function countMark(key: string, permits: number, slot: number): string {
+export function mysqlCountMark(key: string, permits: number, slot: number): string {
   return `${countPrefix(key)}${permits}:${slot}`;
 }
 
@@ -130,7 +130,7 @@ export async function releaseMysqlSlot(
     [`${mysqlSlotPrefix(key)}${slot}`],
     true,
   );
-  await runner.query('SELECT RELEASE_LOCK(?) AS ok', [countMark(key, permits, slot)], true);
+  await runner.query('SELECT RELEASE_LOCK(?) AS ok', [mysqlCountMark(key, permits, slot)], true);
   return truthy(released.records[0]?.ok);
 }
 
