@@ -16,6 +16,7 @@ import { pgHasIdleSessionTimeout } from './sql-server';
 import {
   holdsMysqlSlot,
   killMysqlAdvisoryHolders,
+  MYSQL_KEY_HELD,
   MYSQL_MAX_PERMITS,
   MYSQL_SLOTS_HELD,
   mysqlAdvisoryHolders,
@@ -411,10 +412,7 @@ export class AdvisoryStrategy implements SessionStrategy {
       ]);
       return result.records.length > 0;
     }
-    const result = await db.exec(
-      `SELECT IS_USED_LOCK(?) IS NOT NULL AS used, (${MYSQL_SLOTS_HELD}) AS counted`,
-      [advisoryLockName(key), mysqlSlotPrefix(key)],
-    );
+    const result = await db.exec(MYSQL_KEY_HELD, [advisoryLockName(key), mysqlSlotPrefix(key)]);
     return truthy(result.records[0]?.used) || truthy(result.records[0]?.counted);
   }
 

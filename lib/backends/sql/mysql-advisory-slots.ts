@@ -36,8 +36,15 @@ export const MYSQL_MAX_PERMITS = 64;
 /** A check that saw a slot without its count mark looks again after these pauses, ms. */
 const RECHECK_PAUSES_MS = [20, 80];
 
-/** Rows 0..63 of MariaDB's sequence engine (built in since 10.1), numbering the slots. */
-const SLOT_ROWS = `seq_0_to_${MYSQL_MAX_PERMITS - 1}`;
+/**
+ * `slot_rows(seq)`: 0..64, numbering the slots (below 64) and the counts (2..64). A recursive CTE
+ * (MariaDB 10.2+, MySQL 8+) rather than MariaDB's `seq_0_to_n` tables, which MySQL has not, or
+ * a 64-row UNION, which took twice as long to parse as the whole check does to run.
+ */
+const SLOT_ROWS = `WITH RECURSIVE slot_rows(seq) AS (SELECT 0 UNION ALL SELECT seq + 1 FROM slot_rows WHERE seq < ${MYSQL_MAX_PERMITS})`;
+
+/** The slots held of the key whose slot prefix is the next parameter, in a `WHERE`. */
+const SLOT_HELD = `seq < ${MYSQL_MAX_PERMITS} AND IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`;
 
 /** The key's digest, hex: the names below take parts of it (each name at most 64 characters). */
 function digest(key: string): string {
@@ -76,7 +83,7 @@ export async function takeMysqlSlot(
     // The pick and its count mark in one statement: the derived table has a LIMIT, so it is
     // materialized first and GET_LOCK runs once, on the slot picked.
     const picked = await runner.query(
-      `SELECT t.slot, GET_LOCK(CONCAT(?, t.slot), 0) AS marked FROM (SELECT seq AS slot FROM ${SLOT_ROWS} WHERE seq < ? AND IS_USED_LOCK(CONCAT(?, seq)) IS NULL AND IS_USED_LOCK(CONCAT(?, seq)) IS NULL ORDER BY seq LIMIT 1) t`,
+      `${SLOT_ROWS} SELECT t.slot, GET_LOCK(CONCAT(?, t.slot), 0) AS marked FROM (SELECT seq AS slot FROM slot_rows WHERE seq < ? AND IS_USED_LOCK(CONCAT(?, seq)) IS NULL AND IS_USED_LOCK(CONCAT(?, seq)) IS NULL ORDER BY seq LIMIT 1) t`,
       [marks, lock.permits, slots, marks],
       true,
     );
@@ -105,7 +112,7 @@ async function agreed(runner: SqlRunner, lock: SessionLock, mutexName: string): 
   const marks = `${countPrefix(lock.key)}${lock.permits}:`;
   for (let look = 0; ; look++) {
     const result = await runner.query(
-      `SELECT IS_USED_LOCK(?) IS NOT NULL AS mutex, (SELECT COUNT(*) FROM ${SLOT_ROWS} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL AND NOT (IS_USED_LOCK(CONCAT(?, seq)) <=> IS_USED_LOCK(CONCAT(?, seq)))) AS others`,
+      `${SLOT_ROWS} SELECT IS_USED_LOCK(?) IS NOT NULL AS mutex, (SELECT COUNT(*) FROM slot_rows WHERE ${SLOT_HELD} AND NOT (IS_USED_LOCK(CONCAT(?, seq)) <=> IS_USED_LOCK(CONCAT(?, seq)))) AS others`,
       [mutexName, slots, slots, marks],
       true,
     );
@@ -152,7 +159,13 @@ export async function holdsMysqlSlot(
  * The statement telling whether any counted holder holds a slot of the key whose
  * {@link mysqlSlotPrefix} is its one parameter (`held`).
  */
-export const MYSQL_SLOTS_HELD = `SELECT EXISTS (SELECT 1 FROM ${SLOT_ROWS} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL) AS held`;
+export const MYSQL_SLOTS_HELD = `${SLOT_ROWS} SELECT EXISTS (SELECT 1 FROM slot_rows WHERE ${SLOT_HELD}) AS held`;
+
+/**
+ * The statement telling whether anyone holds a key: its mutex (the first parameter, the key's
+ * name: `used`) or a slot (the second, its {@link mysqlSlotPrefix}: `counted`).
+ */
+export const MYSQL_KEY_HELD = `${SLOT_ROWS} SELECT IS_USED_LOCK(?) IS NOT NULL AS used, EXISTS (SELECT 1 FROM slot_rows WHERE ${SLOT_HELD}) AS counted`;
 
 /**
  * Who holds `key` on MariaDB/MySQL: its mutex's holder, or its counted holders with their
@@ -164,7 +177,7 @@ export async function mysqlAdvisoryHolders(
   mutexName: string,
 ): Promise<SessionHolders> {
   const result = await db.exec(
-    `SELECT IS_USED_LOCK(?) IS NOT NULL AS mutex, (SELECT GROUP_CONCAT(seq ORDER BY seq) FROM ${SLOT_ROWS} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL) AS slots`,
+    `${SLOT_ROWS} SELECT IS_USED_LOCK(?) IS NOT NULL AS mutex, (SELECT GROUP_CONCAT(seq ORDER BY seq) FROM slot_rows WHERE ${SLOT_HELD}) AS slots`,
     [mutexName, mysqlSlotPrefix(key)],
   );
   const row = result.records[0];
@@ -179,7 +192,7 @@ export async function mysqlAdvisoryHolders(
   if (slots.length === 0) return { holders: 0 };
   // The N whose count mark the first slot's holder holds (2..64).
   const counted = await db.exec(
-    `SELECT seq AS permits FROM seq_2_to_${MYSQL_MAX_PERMITS} WHERE IS_USED_LOCK(CONCAT(?, seq, ':', ?)) <=> IS_USED_LOCK(?) LIMIT 1`,
+    `${SLOT_ROWS} SELECT seq AS permits FROM slot_rows WHERE seq >= 2 AND IS_USED_LOCK(CONCAT(?, seq, ':', ?)) <=> IS_USED_LOCK(?) LIMIT 1`,
     [countPrefix(key), slots[0], `${mysqlSlotPrefix(key)}${slots[0]}`],
   );
   const permits = counted.records[0] ? Number(counted.records[0].permits) : undefined;
@@ -193,10 +206,9 @@ export async function killMysqlAdvisoryHolders(
   mutexName: string,
 ): Promise<boolean> {
   let ended = await killHolderOf(db, mutexName);
-  const result = await db.exec(
-    `SELECT seq FROM ${SLOT_ROWS} WHERE IS_USED_LOCK(CONCAT(?, seq)) IS NOT NULL`,
-    [mysqlSlotPrefix(key)],
-  );
+  const result = await db.exec(`${SLOT_ROWS} SELECT seq FROM slot_rows WHERE ${SLOT_HELD}`, [
+    mysqlSlotPrefix(key),
+  ]);
   for (const row of result.records) {
     if (await killHolderOf(db, `${mysqlSlotPrefix(key)}${Number(row.seq)}`)) ended = true;
   }
