@@ -78,7 +78,7 @@ class PricesOnMemory {
 
 @Injectable()
 class ReadsOnPostgresAdvisory {
-  @Locked('slots:{0}', { backend: 'db', permits: 2 })
+  @Locked('slots:{0}', { backend: 'db', permits: 100 })
   async work(id: string): Promise<string> {
     return id;
   }
@@ -145,9 +145,9 @@ describe('@Locked declarations checked at bootstrap', () => {
   });
 
   it('learns the database of a DataSource DI makes late before checking: PostgreSQL advisory grants shared and permits', async () => {
-    // advisory grants them on PostgreSQL, not on MariaDB (GET_LOCK is exclusive only): the check
-    // must not refuse what the app's own database can do just because the DataSource did not
-    // exist when the backend was made.
+    // advisory grants shared locks on PostgreSQL, not on MariaDB (GET_LOCK is exclusive only),
+    // and permits above 64 only on PostgreSQL: the check must not refuse what the app's own
+    // database can do just because the DataSource did not exist when the backend was made.
     const tableName = uniqueTableName('capds');
     const late = lateDataSource('CAPS_DS');
     try {
