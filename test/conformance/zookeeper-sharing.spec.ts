@@ -159,6 +159,28 @@ describe('zookeeper shared and counted locks', () => {
     expect(await a.locks.isLocked(key)).toBe(false);
   });
 
+  it('readers let in together by a writer’s release: fences in queue order, all above the writer’s; a later reader’s above theirs', async () => {
+    // The grant is the server's state change (the writer's node deleted): the readers behind it
+    // are granted at that one instant, whichever process hears first, and their fences (their
+    // nodes' czxids) follow the queue, as a Redis release admits them in one script.
+    const key = 'together';
+    const w = await a.locks.acquire(key);
+    const readers: Array<Promise<Awaited<typeof w>>> = [];
+    for (const [i, app] of [a, b, a].entries()) {
+      readers.push(app.locks.acquire(key, { mode: 'shared', waitTimeout: 10_000 }));
+      await queued(a, key, i + 1);
+    }
+    await w.release();
+    const granted = await within(Promise.all(readers), QUICK_MS, 'the readers behind the writer');
+    const fences = granted.map((lock) => lock.fence!);
+    expect(fences[0]).toBeGreaterThan(w.fence!);
+    expect([...fences].sort((x, y) => x - y)).toEqual(fences);
+    const late = await b.locks.acquire(key, { mode: 'shared' });
+    expect(late.fence!).toBeGreaterThan(Math.max(...fences));
+    for (const lock of [...granted, late]) await lock.release();
+    expect(await a.locks.isLocked(key)).toBe(false);
+  });
+
   it('across two apps (two sessions): writers alone, readers together, never more than permits on their slots', async () => {
     const apps = [a, b];
     let readers = 0;
