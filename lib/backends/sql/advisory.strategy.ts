@@ -14,12 +14,12 @@ import { truthy, type SqlDatabase } from './sql-database';
 import type { SqlFamily } from './sql-dialect';
 import { pgHasIdleSessionTimeout } from './sql-server';
 import {
-  holdsMysqlSlot,
   killMysqlAdvisoryHolders,
   MYSQL_KEY_HELD,
   MYSQL_MAX_PERMITS,
   MYSQL_SLOTS_HELD,
   mysqlAdvisoryHolders,
+  mysqlSlotName,
   mysqlSlotPrefix,
   releaseMysqlSlot,
   takeMysqlSlot,
@@ -374,9 +374,9 @@ export class AdvisoryStrategy implements SessionStrategy {
    */
   async probe(db: SqlDatabase, runner: SqlRunner, hold: SessionHold): Promise<boolean> {
     if (db.dialect.family === 'postgres') return connectionAnswers(runner);
-    if (hold.permits > 1) return holdsMysqlSlot(runner, hold.key, hold.slot);
+    // The name this hold took: the key's (a mutex) or its slot's (a counted lock).
     return query(runner, 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS ok', [
-      advisoryLockName(hold.key),
+      hold.permits > 1 ? mysqlSlotName(hold.key, hold.slot) : advisoryLockName(hold.key),
     ]);
   }
 

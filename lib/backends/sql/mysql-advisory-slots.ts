@@ -135,25 +135,16 @@ export async function releaseMysqlSlot(
 ): Promise<boolean> {
   const released = await runner.query(
     'SELECT RELEASE_LOCK(?) AS ok',
-    [`${mysqlSlotPrefix(key)}${slot}`],
+    [mysqlSlotName(key, slot)],
     true,
   );
   await runner.query('SELECT RELEASE_LOCK(?) AS ok', [mysqlCountMark(key, permits, slot)], true);
   return truthy(released.records[0]?.ok);
 }
 
-/** Whether this session still holds slot `slot` of `key`. */
-export async function holdsMysqlSlot(
-  runner: SqlRunner,
-  key: string,
-  slot: number,
-): Promise<boolean> {
-  const result = await runner.query(
-    'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS ok',
-    [`${mysqlSlotPrefix(key)}${slot}`],
-    true,
-  );
-  return truthy(result.records[0]?.ok);
+/** The name of slot `slot` of `key` (a counted holder's `GET_LOCK`). */
+export function mysqlSlotName(key: string, slot: number): string {
+  return `${mysqlSlotPrefix(key)}${slot}`;
 }
 
 /**
@@ -194,7 +185,7 @@ export async function mysqlAdvisoryHolders(
   // The N whose count mark the first slot's holder holds (2..64).
   const counted = await db.exec(
     `${SLOT_ROWS} SELECT seq AS permits FROM slot_rows WHERE seq >= 2 AND IS_USED_LOCK(CONCAT(?, seq, ':', ?)) <=> IS_USED_LOCK(?) LIMIT 1`,
-    [countPrefix(key), slots[0], `${mysqlSlotPrefix(key)}${slots[0]}`],
+    [countPrefix(key), slots[0], mysqlSlotName(key, slots[0])],
   );
   const permits = counted.records[0] ? Number(counted.records[0].permits) : undefined;
   return { holders: slots.length, mode: 'exclusive', permits, slots };
@@ -211,7 +202,7 @@ export async function killMysqlAdvisoryHolders(
     mysqlSlotPrefix(key),
   ]);
   for (const row of result.records) {
-    if (await killHolderOf(db, `${mysqlSlotPrefix(key)}${Number(row.seq)}`)) ended = true;
+    if (await killHolderOf(db, mysqlSlotName(key, Number(row.seq)))) ended = true;
   }
   return ended;
 }
