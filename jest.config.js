@@ -21,6 +21,13 @@ module.exports = {
   // so one file per core fits the 20-minute CI budget; every file uses its own ports, key
   // prefixes, tables and temp dirs, so two never disturb each other's state.
   maxWorkers: 2,
+  // A worker is replaced once its heap passes 500 MB after a file. Without this the heaps grew
+  // to ~800 MB over the run (every file's module registry), and at the end Node's teardown of
+  // such a heap took over the 500 ms Jest waits for a worker to exit: "a worker process has
+  // failed to exit gracefully" in every CI log, though no handle was left open (traced: both
+  // workers emptied their event loops and emitted 'exit' within 10 ms of Jest's end message;
+  // the one with the larger heap was still tearing down 500 ms later).
+  workerIdleMemoryLimit: '500MB',
   // Every spec must close what it opens; a leaked handle fails loudly instead of hanging CI.
   detectOpenHandles: false,
   forceExit: false,
