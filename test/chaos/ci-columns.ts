@@ -3,7 +3,7 @@
  * one `describe` per column of the reduced profile (`PROFILES.ci`), each starting and stopping
  * its own backend, and the file's report written to `.tmp/` after all.
  */
-import { afterAll, beforeAll, describe } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect } from '@jest/globals';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { stopAll } from '../../servers/redis-servers';
 import { stopAllZk } from '../../servers/zk-servers';
@@ -75,4 +75,14 @@ export function describeCiColumns(
       body(backend, run);
     },
   );
+}
+
+/**
+ * Asserts that `cell` got the verdict `expected`. When it did not, the failure shows the
+ * cell's findings (each cut to 300 characters) beside its verdict: they say why (a worker's
+ * error, a late recovery, an overlap), and a CI log is often all there is to go on.
+ */
+export function expectVerdict(cell: CellResult, expected: CellResult['verdict']): void {
+  const findings = cell.verdict === expected ? [] : cell.findings.map((f) => f.slice(0, 300));
+  expect({ verdict: cell.verdict, findings }).toEqual({ verdict: expected, findings: [] });
 }
