@@ -22,13 +22,14 @@ module.exports = {
   // prefixes, tables and temp dirs, so two never disturb each other's state.
   maxWorkers: 2,
   // A worker is replaced once its heap passes 500 MB after a file; without this they grew to
-  // ~800 MB resident (every file's module registry). Traced (2026-11-25): Jest's end-of-run "a worker
-  // process has failed to exit gracefully" is not a leaked handle. At Jest's end message both
-  // workers had only their stdio and IPC pipes, emptied their event loops and emitted 'exit'
-  // within 10 ms; the one force-killed 500 ms later was the larger (779 MB resident against 439 MB),
-  // still being torn down (an 800 MB Node process takes 200-300 ms to go here when quiet,
-  // process.exit or not). With this limit test/e2e ends without the warning; the full suite
-  // may still print it once, when a worker near the limit ends on a busy machine.
+  // ~800 MB resident (every file's module registry). Traced (2026-11-25): Jest's end-of-run
+  // "a worker process has failed to exit gracefully" is not a leaked handle. At Jest's end
+  // message both workers had only their stdio and IPC pipes, emptied their event loops and
+  // emitted 'exit' within 10 ms; the one force-killed 500 ms later was the larger (779 MB
+  // resident against 439 MB), still being torn down (an 800 MB Node process takes 200-300 ms
+  // to go here when quiet, process.exit or not). With this limit test/e2e ends without the
+  // warning; the full suite may still print it once, when a worker near the limit ends on a
+  // busy machine.
   workerIdleMemoryLimit: '500MB',
   // Every spec must close what it opens; a leaked handle fails loudly instead of hanging CI.
   detectOpenHandles: false,
