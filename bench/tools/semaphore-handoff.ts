@@ -185,6 +185,7 @@ async function main(): Promise<void> {
   const gap: number[] = [];
   const sameGap: number[] = [];
   const otherGap: number[] = [];
+  const parsedToGrant: number[] = [];
   const toMessage: number[] = [];
   const messageToGrant: number[] = [];
   const releaseRt: number[] = [];
@@ -197,6 +198,7 @@ async function main(): Promise<void> {
       if (next[1] < startAt + 1000) continue;
       gap.push(next[1] - prev[2]);
       (next[8] === prev[8] ? sameGap : otherGap).push(next[1] - prev[2]);
+      if (next[8] === prev[8] && prev[9] > 0) parsedToGrant.push(next[1] - prev[9]);
       releaseRt.push(prev[3] - prev[2]);
       if (prev[7] > 0) {
         toSend.push(prev[7] - prev[2]);
@@ -219,6 +221,7 @@ async function main(): Promise<void> {
   show('  same process', sameGap);
   show('  another process', otherGap);
   show('message arrived -> grant', messageToGrant);
+  show('same: reply parsed -> next grant', parsedToGrant);
   show('release called -> script written', toSend);
   show('script written -> message arrived', sendToMessage);
   show('release round trip (holder)', releaseRt);

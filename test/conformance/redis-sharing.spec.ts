@@ -12,6 +12,7 @@ import {
   LEAVE_QUEUE,
   RELEASE,
 } from '../../lib/backends/redis/redis-scripts';
+import { OVERTAKE_PER_PERMIT } from '../../lib/backends/redis/redis-sharing-scripts';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import { settle, sleep, stillPendingAfter, within } from '../support/async';
 import { evalshaCalls, footprint, ownerToken as token } from '../support/fence-footprint';
@@ -25,7 +26,8 @@ import {
 // Issue 19 on Redis, what the conformance battery cannot see: the store's layout (one hash per
 // shared or counted key, the mutex's string untouched), nothing left once the last holder is
 // gone, holders whose lease ran out dropped lazily with their slot reused, writer preference
-// between two separate clients, and the mutex's scripts exactly as they were (its speed is
+// between two separate clients, a released slot kept in its process within the overtaking
+// bound, and the mutex's scripts exactly as they were (its speed is
 // measured; shared and counted locks must not cost it anything). On a node and on a Cluster of
 // their own, so the footprint counts only this spec's keys.
 
@@ -265,6 +267,60 @@ describe.each([
     const lateLock = (r as { value: typeof reader }).value;
     expect(lateLock.fence!).toBeGreaterThan(writerLock.fence!);
     await lateLock.release();
+  });
+
+  it('a released slot goes to a waiter of the releasing process before another process’s earlier one, at most OVERTAKE_PER_PERMIT × permits times', async () => {
+    const a = (await start()).app;
+    const b = (await start()).app;
+    const permits = 2;
+    const bound = OVERTAKE_PER_PERMIT * permits;
+    expect(bound).toBeGreaterThan(0); // else this would only check plain queue order
+    const opts = { permits, waitTimeout: 20_000 };
+    const held = [await a.locks.acquire('cohort:k', opts), await a.locks.acquire('cohort:k', opts)];
+    const fences = held.map((l) => l.fence!);
+    // B's waiter is first in line; each of A's waiters arrives after it.
+    const head = settle(b.locks.acquire('cohort:k', opts));
+    await queued(a, 'cohort:k', 1);
+    const grantee = async (local: Promise<unknown>): Promise<'a' | 'b'> =>
+      within(
+        Promise.race([local.then(() => 'a' as const), head.then(() => 'b' as const)]),
+        2_000,
+        'the freed slot to be granted',
+      );
+    for (let i = 0; i < bound; i++) {
+      const local = settle(a.locks.acquire('cohort:k', opts));
+      await queued(a, 'cohort:k', 2);
+      await held.shift()!.release();
+      // The releasing process's own waiter took the slot: B's head is overtaken, and waits on.
+      expect(await grantee(local)).toBe('a');
+      expect(await stillPendingAfter(head, 100)).toBe(true);
+      const lock = await local;
+      expect(lock.ok).toBe(true);
+      held.push((lock as { value: (typeof held)[number] }).value);
+      fences.push(held[held.length - 1].fence!);
+    }
+    // Every waiter of A arriving now is beyond the bound: B's head gets the next slot.
+    const late = settle(a.locks.acquire('cohort:k', opts));
+    await queued(a, 'cohort:k', 2);
+    await held.shift()!.release();
+    expect(await grantee(late)).toBe('b');
+    expect(await stillPendingAfter(late, 100)).toBe(true);
+    const granted = await head;
+    expect(granted.ok).toBe(true);
+    const bLock = (granted as { value: (typeof held)[number] }).value;
+    fences.push(bLock.fence!);
+    // B's release has no waiter of its own: A's late waiter, now first in line, is next.
+    await bLock.release();
+    const lateLock = (
+      (await within(late, 2_000, 'the late waiter')) as { value: (typeof held)[number] }
+    ).value;
+    fences.push(lateLock.fence!);
+    expect(new Set([lateLock.permit, held[0].permit]).size).toBe(2);
+    // Fences rise across every grant, whoever got it.
+    expect(fences).toEqual([...fences].sort((x, y) => x - y));
+    expect(new Set(fences).size).toBe(fences.length);
+    for (const lock of [...held, lateLock]) await lock.release();
+    expect(await holders('cohort:k')).toBe('none');
   });
 
   it('4 separate clients: writers alone and readers together on one key, at most 2 slot holders with distinct slots on another', async () => {

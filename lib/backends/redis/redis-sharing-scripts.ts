@@ -12,13 +12,27 @@ import { HOLDER_LUA, QUEUE_PRELUDE, script } from './redis-scripts';
 // holders all died disappears by itself. The mutex scripts meet a hash with WRONGTYPE, and the
 // backend reruns the call with the script here (a writer among readers, a release of a reader).
 //
-// Waiters of every kind share the mutex's FIFO queue. A queue member is
-// "<channel> <hand-over lease ms> <tagged token>", the token tagged with what it asks:
-// `<token>` a mutex, `<token>|s` shared, `<token>|p<n>` one of n permits. The tag rides inside
-// the token part, so the mutex scripts' hand-over still parses every member: one of them hands
-// a free key to a tagged head as the string `<token>|<tag> <fence>`, which the real token does
-// not own as a mutex; the next script here that touches the key turns that string into the
+// Waiters of every kind share the mutex's FIFO queue (a counted slot that a release frees may go
+// to the releasing process's own waiter a bounded number of places early: OVERTAKE_PER_PERMIT).
+// A queue member is "<channel> <hand-over lease ms> <tagged token>", the token tagged with what
+// it asks: `<token>` a mutex, `<token>|s` shared, `<token>|p<n>` one of n permits. The tag rides
+// inside the token part, so the mutex scripts' hand-over still parses every member: one of them
+// hands a free key to a tagged head as the string `<token>|<tag> <fence>`, which the real token
+// does not own as a mutex; the next script here that touches the key turns that string into the
 // hash (the waiter, told of it, asks once more and so does it at once).
+
+/**
+ * How far a released counted slot may skip ahead in the queue, per permit: the releasing process
+ * hands it to its own longest-waiting waiter of the same request instead of another process's
+ * head, if that waiter arrived at most `OVERTAKE_PER_PERMIT * permits` after the head. The
+ * process is running already, while the head's process would have to wake up (a cross-process
+ * wake-up costs more than the rest of a hand-off on a busy or small host), and the slot's next
+ * holder learns of it from the release's reply instead of a message. The bound is on arrival
+ * numbers, each used once, so a waiter is overtaken at most `OVERTAKE_PER_PERMIT * permits`
+ * times: its wait grows by at most that many hand-offs, about `OVERTAKE_PER_PERMIT` holds.
+ * Shared and exclusive requests keep strict queue order (writer preference rests on it).
+ */
+export const OVERTAKE_PER_PERMIT = 2;
 
 /**
  * Lua helpers on hash holders that need no KEYS. `parseHolder(token, value)` and
@@ -64,12 +78,16 @@ end
  * - `grant(S, token, mode, permits, lease)`: a fresh fence from the key's bucket; a mutex as the
  *   plain string (only on a free key), anything else as a hash field with the lowest free slot.
  * - `drop(S, token)`: removes that token's hold: 1, or 0 when it holds nothing (expired).
+ * - `standIn(mode, permits, ownChannel)`: for a counted head of another process, the first
+ *   waiter of `ownChannel` asking the same, if it arrived at most `OVERTAKE_PER_PERMIT *
+ *   permits` after the head (arrival numbers, the queue's scores); else nil.
  * - `admitQueue(S, self, selfTtl, ownChannel, told)`: hands the key to the queue's heads, in
  *   order, while they fit (readers behind a leaving writer enter together), each for its
  *   hand-over lease, told on its channel ("<tagged token> <fence> <slot>"); the caller's own
  *   place (`self`) gets its ttl and no message. With `ownChannel` (the caller's), the heads
  *   waiting on that channel get no message either: their hand-overs go to the list `told`, in
- *   order, for the caller to tell them.
+ *   order, for the caller to tell them; and a counted slot goes to the `standIn` when there is
+ *   one (see `OVERTAKE_PER_PERMIT`).
  * - `settle(S)`: once the hash was written, its expiry becomes its latest holder's (or the key
  *   goes, without one); a hash left as it was keeps the expiry it has.
  * - `agreedPermits(S, self)`: the permits a busy key's holders (else its first waiter, if not the
@@ -80,6 +98,7 @@ end
  */
 const SHARING_LUA = `
 ${HASH_HOLDER_LUA}
+local OVERTAKE_PER_PERMIT = ${OVERTAKE_PER_PERMIT}
 local now = serverNow()
 local function holdersOf(write)
   local kind = redis.call('type', KEYS[1]).ok
@@ -172,6 +191,22 @@ local function drop(S, token)
   if #S.holders == 0 then S.kind = 'none' end
   return 1
 end
+local function standIn(mode, permits, ownChannel)
+  local window = OVERTAKE_PER_PERMIT * permits
+  local near = redis.call('zrange', KEYS[3], 0, window, 'WITHSCORES')
+  local last = tonumber(near[2]) + window
+  local prefix = ownChannel .. ' '
+  for i = 3, #near, 2 do
+    if tonumber(near[i + 1]) > last then return nil end
+    local member = near[i]
+    if string.sub(member, 1, #prefix) == prefix then
+      local channel, lease, tagged = string.match(member, '^(%S+) (%d+) (%S+)$')
+      local token, m, p = requestOf(tagged)
+      if m == mode and p == permits then return member, channel, lease, tagged, token end
+    end
+  end
+  return nil
+end
 local function admitQueue(S, self, selfTtl, ownChannel, told)
   while not full(S) do
     local head = headOf()
@@ -179,6 +214,10 @@ local function admitQueue(S, self, selfTtl, ownChannel, told)
     local channel, lease, tagged = string.match(head, '^(%S+) (%d+) (%S+)$')
     local token, mode, permits = requestOf(tagged)
     if not fits(S, mode, permits) then return end
+    if ownChannel and channel ~= ownChannel and mode == 'x' and permits > 1 then
+      local member, c, l, t, k = standIn(mode, permits, ownChannel)
+      if member then head, channel, lease, tagged, token = member, c, l, t, k end
+    end
     local h = grant(S, token, mode, permits, head == self and selfTtl or tonumber(lease))
     redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
@@ -264,7 +303,8 @@ return {0, earliest and earliest - now or -1}
 /**
  * KEYS: see the queue prelude · ARGV: token, the caller's wake-up channel, bucket count (the
  * mutex's `RELEASE` reads the same ARGV: token first, count last). Drops only the caller's own
- * hold (a hash field, or a plain string it owns) and admits the queue's heads that now fit:
+ * hold (a hash field, or a plain string it owns) and admits the queue's heads that now fit (a
+ * counted slot first to the caller's own waiter within the bound of `OVERTAKE_PER_PERMIT`):
  * `{1, hand-over...}`, else `{0, hand-over...}` (its lease ran out, or it held nothing). The
  * heads that wait on the caller's channel are not published to: their "<tagged token> <fence>
  * <slot>" come back in the reply, so the releasing process hands its own waiters their slot
