@@ -27,9 +27,9 @@ import {
 // shared or counted key, the mutex's string untouched), nothing left once the last holder is
 // gone, holders whose lease ran out dropped lazily with their slot reused, writer preference
 // between two separate clients, a released slot kept in its process within the overtaking
-// bound, and the mutex's scripts exactly as they were (its speed is
-// measured; shared and counted locks must not cost it anything). On a node and on a Cluster of
-// their own, so the footprint counts only this spec's keys.
+// bound, and the mutex's scripts exactly as they were (its speed is measured; shared and counted
+// locks must not cost it anything). On a node and on a Cluster of their own, so the footprint
+// counts only this spec's keys.
 
 /** SHA1s of the mutex scripts before shared and counted locks: they must not change. */
 const MUTEX_SCRIPT_SHAS = {
@@ -311,9 +311,9 @@ describe.each([
     fences.push(bLock.fence!);
     // B's release has no waiter of its own: A's late waiter, now first in line, is next.
     await bLock.release();
-    const lateLock = (
-      (await within(late, 2_000, 'the late waiter')) as { value: (typeof held)[number] }
-    ).value;
+    const lateGranted = await within(late, 2_000, 'the late waiter');
+    expect(lateGranted.ok).toBe(true);
+    const lateLock = (lateGranted as { value: (typeof held)[number] }).value;
     fences.push(lateLock.fence!);
     expect(new Set([lateLock.permit, held[0].permit]).size).toBe(2);
     // Fences rise across every grant, whoever got it.
