@@ -547,9 +547,20 @@ async function runSemaphore(f: LockFixture, services: readonly LockService[]): P
   expect(max).toBe(3);
   expect(sections).toHaveLength(32);
   expect(new Set(sections.map((s) => s.fence)).size).toBe(32);
-  // Across apps the last release may be the other app's: a ZooKeeper ensemble member serving
-  // this app's read may apply it a moment later (a client is promised its own writes in order,
-  // not another session's at once), so free within moments; within one app, at once.
+  await expectFreeAfterAll(f, key, services);
+}
+
+/**
+ * `key` is free once every worker of `services` is done. Across apps the last release may be the
+ * other app's: a ZooKeeper ensemble member serving this app's read may apply it a moment later
+ * (a client is promised its own writes in order, not another session's at once), so free within
+ * moments; within one app, at once.
+ */
+async function expectFreeAfterAll(
+  f: LockFixture,
+  key: string,
+  services: readonly LockService[],
+): Promise<void> {
   const until = performance.now() + 2_000;
   while (services.length > 1 && performance.now() < until && (await f.locks.isLocked(key))) {
     await sleep(20);
@@ -600,7 +611,7 @@ async function runReadersWriters(f: LockFixture, services: readonly LockService[
   expect(sections).toHaveLength(32);
   expect(sections.every((s) => s.permit === 0)).toBe(true);
   expectFencesInGrantOrder(sections);
-  await f.expectLocked(key, false);
+  await expectFreeAfterAll(f, key, services);
 }
 
 /** Readers of {@link runWriterUnderReaders}'s stream waiting for their grant, at most. */
