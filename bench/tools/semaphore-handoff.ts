@@ -6,7 +6,7 @@
  * process or another). Also the gap implied by the rate (4 / rate - mean hold), Redis's time per
  * command (INFO commandstats deltas) and each process's CPU. `PEER=1` runs redis-semaphore's
  * Semaphore instead (rate, hold and release round trip only); `CPUPROF=1` writes each worker's
- * CPU profile to /tmp/semprobe/prof.
+ * CPU profile to /tmp/semprobe/prof (`CPUPROF_US`: its sampling interval in µs, default 1,000).
  * `node -r ./scripts/ts-register.cjs bench/tools/semaphore-handoff.ts [seconds] [processes] [workers]`
  */
 import { fork } from 'node:child_process';
@@ -147,7 +147,14 @@ async function main(): Promise<void> {
       ['worker', key, String(workers / processes), String(startAt), String(endAt)],
       {
         execArgv: [
-          ...(process.env.CPUPROF ? ['--cpu-prof', '--cpu-prof-dir=/tmp/semprobe/prof'] : []),
+          ...(process.env.CPUPROF
+            ? [
+                '--cpu-prof',
+                '--cpu-prof-dir=/tmp/semprobe/prof',
+                // Finer than the default 1 ms: a hand-off's steps are tens of µs.
+                `--cpu-prof-interval=${process.env.CPUPROF_US ?? 1000}`,
+              ]
+            : []),
           '-r',
           `${process.cwd()}/scripts/ts-register.cjs`,
         ],
