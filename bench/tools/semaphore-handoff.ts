@@ -5,7 +5,8 @@
  * reply was parsed and where the hand-over message reached the next holder's process (same
  * process or another). Also the gap implied by the rate (4 / rate - mean hold), Redis's time per
  * command (INFO commandstats deltas) and each process's CPU. `PEER=1` runs redis-semaphore's
- * Semaphore instead (rate, hold and release round trip only); `CPUPROF=1` writes each worker's
+ * Semaphore instead (rate, hold and release round trip only), `PEER=2` our own scripts through a
+ * bare client without the module (see `Bare`); `CPUPROF=1` writes each worker's
  * CPU profile to /tmp/semprobe/prof (`CPUPROF_US`: its sampling interval in µs, default 1,000).
  * `node -r ./scripts/ts-register.cjs bench/tools/semaphore-handoff.ts [seconds] [processes] [workers]`
  */
@@ -16,7 +17,82 @@ import { Semaphore } from 'redis-semaphore';
 import { machineNowMs, sleepMs } from '../harness/clock';
 import { startLocks } from '../harness/nest-locks';
 import { summarize } from '../harness/stats';
-import { SHARED_RELEASE } from '../../lib/backends/redis/redis-sharing-scripts';
+import { SHARED_ACQUIRE, SHARED_RELEASE } from '../../lib/backends/redis/redis-sharing-scripts';
+import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
+
+/**
+ * `PEER=2`: our Redis protocol (the same scripts, keys, queue and hand-over) driven by a bare
+ * client with none of the engine around it: what our hand-off costs without the module's layers.
+ * A probe only: a waiter never refreshes its place or retries after a lapsed lease, and the node
+ * must already count 4,096 fence buckets (the default, set by any earlier run of the module).
+ */
+class Bare {
+  private readonly channel = `bare-${randomUUID()}`;
+  private readonly waiting = new Map<string, (grant: [number, number]) => void>();
+  private constructor(
+    private readonly client: Redis,
+    private readonly subscriber: Redis,
+  ) {
+    subscriber.on('message', (_channel: string, message: string) => this.told(message));
+  }
+
+  static async start(): Promise<Bare> {
+    const bare = new Bare(new Redis(URL), new Redis(URL));
+    await bare.subscriber.subscribe(bare.channel);
+    for (const s of [SHARED_ACQUIRE, SHARED_RELEASE]) await bare.client.script('LOAD', s.source);
+    return bare;
+  }
+
+  private told(message: string): void {
+    const [tagged, fence, slot] = message.split(' ');
+    const resolve = this.waiting.get(tagged);
+    if (!resolve) return;
+    this.waiting.delete(tagged);
+    resolve([Number(fence), Number(slot)]);
+  }
+
+  async take(
+    key: string,
+  ): Promise<{ release(): Promise<unknown>; permit: number; fence: number; token: string }> {
+    const keys = queueScriptKeys(redisLockNames(key), 4096);
+    const token = randomUUID();
+    const tagged = `${token}|p${PERMITS}`;
+    const handed = new Promise<[number, number]>((resolve) => this.waiting.set(tagged, resolve));
+    const reply = (await this.client.evalsha(
+      SHARED_ACQUIRE.sha,
+      keys.length,
+      ...keys,
+      token,
+      30_000,
+      3_000,
+      `${this.channel} 3000 ${tagged}`,
+      'x',
+      PERMITS,
+      4096,
+    )) as number[];
+    let grant: [number, number];
+    if (reply[0] === 1 || reply[0] === 2) {
+      this.waiting.delete(tagged);
+      grant = [reply[1], reply[2]];
+    } else grant = await handed;
+    return {
+      permit: grant[1],
+      fence: grant[0],
+      token,
+      release: async () => {
+        const out = (await this.client.evalsha(
+          SHARED_RELEASE.sha,
+          keys.length,
+          ...keys,
+          token,
+          this.channel,
+          4096,
+        )) as string[];
+        for (let i = 1; i < out.length; i++) this.told(out[i]);
+      },
+    };
+  }
+}
 
 const URL = 'redis://127.0.0.1:6379';
 const PERMITS = 4;
@@ -66,6 +142,7 @@ async function worker(key: string, loops: number, startAt: number, endAt: number
     defaults: { waitTimeout: 60_000, ttl: 30_000 },
   });
   const peer = process.env.PEER === '1' ? new Redis(URL) : undefined;
+  const bare = process.env.PEER === '2' ? await Bare.start() : undefined;
   const take = async (
     k: string,
   ): Promise<{
@@ -74,6 +151,7 @@ async function worker(key: string, loops: number, startAt: number, endAt: number
     fence?: number | null;
     token?: string;
   }> => {
+    if (bare) return bare.take(k);
     if (!peer) return app.locks.acquire(k, { permits: PERMITS });
     const s = new Semaphore(peer, k, PERMITS, { acquireTimeout: 60_000 });
     await s.acquire();
@@ -180,7 +258,7 @@ async function main(): Promise<void> {
   const holdMean = summarize(rows.map((r) => r[2] - r[1])).mean;
   const rate = rows.length / window;
   console.log(
-    `${process.env.PEER === '1' ? 'redis-semaphore' : 'ours'}: grants/s ${rate.toFixed(0)}, mean hold ${holdMean.toFixed(3)}, implied gap ${((PERMITS * 1000) / rate - holdMean).toFixed(3)} ms, release round trip p50 ${summarize(rows.map((r) => r[3] - r[2])).p50.toFixed(3)}`,
+    `${process.env.PEER === '1' ? 'redis-semaphore' : process.env.PEER === '2' ? 'bare' : 'ours'}: grants/s ${rate.toFixed(0)}, mean hold ${holdMean.toFixed(3)}, implied gap ${((PERMITS * 1000) / rate - holdMean).toFixed(3)} ms, release round trip p50 ${summarize(rows.map((r) => r[3] - r[2])).p50.toFixed(3)}`,
   );
   // Each grant paired with the latest release of its slot before it.
   const bySlot = new Map<number, Row[]>();
