@@ -19,12 +19,13 @@ import { startLocks } from '../harness/nest-locks';
 import { summarize } from '../harness/stats';
 import { SHARED_ACQUIRE, SHARED_RELEASE } from '../../lib/backends/redis/redis-sharing-scripts';
 import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
 
 /**
  * `PEER=2`: our Redis protocol (the same scripts, keys, queue and hand-over) driven by a bare
  * client with none of the engine around it: what our hand-off costs without the module's layers.
  * A probe only: a waiter never refreshes its place or retries after a lapsed lease, and the node
- * must already count 4,096 fence buckets (the default, set by any earlier run of the module).
+ * must already count the default fence buckets (as any earlier run of the module leaves it).
  */
 class Bare {
   private readonly channel = `bare-${randomUUID()}`;
@@ -54,7 +55,7 @@ class Bare {
   async take(
     key: string,
   ): Promise<{ release(): Promise<unknown>; permit: number; fence: number; token: string }> {
-    const keys = queueScriptKeys(redisLockNames(key), 4096);
+    const keys = queueScriptKeys(redisLockNames(key), DEFAULT_FENCE_BUCKETS);
     const token = randomUUID();
     const tagged = `${token}|p${PERMITS}`;
     const handed = new Promise<[number, number]>((resolve) => this.waiting.set(tagged, resolve));
@@ -68,7 +69,7 @@ class Bare {
       `${this.channel} 3000 ${tagged}`,
       'x',
       PERMITS,
-      4096,
+      DEFAULT_FENCE_BUCKETS,
     )) as number[];
     let grant: [number, number];
     if (reply[0] === 1 || reply[0] === 2) {
@@ -86,7 +87,7 @@ class Bare {
           ...keys,
           token,
           this.channel,
-          4096,
+          DEFAULT_FENCE_BUCKETS,
         )) as string[];
         for (let i = 1; i < out.length; i++) this.told(out[i]);
       },
