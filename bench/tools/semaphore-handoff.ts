@@ -7,7 +7,8 @@
  * command (INFO commandstats deltas) and each process's CPU. `PEER=1` runs redis-semaphore's
  * Semaphore instead (rate, hold and release round trip only), `PEER=2` our own scripts through a
  * bare client without the module (see `Bare`); `CPUPROF=1` writes each worker's
- * CPU profile to /tmp/semprobe/prof (`CPUPROF_US`: its sampling interval in µs, default 1,000).
+ * CPU profile to /tmp/semprobe/prof (`CPUPROF_US`: its sampling interval in µs, default 1,000);
+ * `HOLD_MS` sets the hold (default 5, the suite's).
  * `node -r ./scripts/ts-register.cjs bench/tools/semaphore-handoff.ts [seconds] [processes] [workers]`
  */
 import { fork } from 'node:child_process';
@@ -97,7 +98,8 @@ class Bare {
 
 const URL = 'redis://127.0.0.1:6379';
 const PERMITS = 4;
-const HOLD_MS = 5;
+/** Each section's hold: the suite's 5 ms unless `HOLD_MS` says otherwise. */
+const HOLD_MS = Number(process.env.HOLD_MS ?? 5);
 
 /**
  * [requested, granted, release called, release answered, slot, fence, message arrived or 0,

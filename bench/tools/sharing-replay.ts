@@ -1,0 +1,106 @@
+/**
+ * Redis's own time per counted-lock script on the semaphore suite's state (permits 4, 4 holders,
+ * 12 queued on 4 channels): release (its slot handed on) then the releaser queues again, in a
+ * loop, one client, no holds. Reports INFO commandstats' µs per EVALSHA for each script.
+ * `node -r ./scripts/ts-register.cjs bench/tools/sharing-replay.ts [rounds]`
+ */
+import Redis from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { SHARED_ACQUIRE, SHARED_RELEASE } from '../../lib/backends/redis/redis-sharing-scripts';
+import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
+
+const PERMITS = 4;
+
+async function evalUsec(r: Redis): Promise<Map<string, [number, number]>> {
+  const info = await r.info('commandstats');
+  const out = new Map<string, [number, number]>();
+  for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g)) {
+    out.set(m[1], [Number(m[2]), Number(m[3])]);
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const rounds = Number(process.argv[2] ?? 20_000);
+  const r = new Redis('redis://127.0.0.1:6379');
+  const key = `replay-${randomUUID()}`;
+  const keys = queueScriptKeys(redisLockNames(key), DEFAULT_FENCE_BUCKETS);
+  const acqSha = (await r.script('LOAD', SHARED_ACQUIRE.source)) as string;
+  const relSha = (await r.script('LOAD', SHARED_RELEASE.source)) as string;
+  const channels = [0, 1, 2, 3].map((i) => `ch-${i}-${randomUUID()}`);
+  const workers = Array.from({ length: 16 }, (_, i) => ({
+    token: randomUUID(),
+    channel: channels[i % 4],
+  }));
+  const acquire = async (w: { token: string; channel: string }): Promise<number[]> =>
+    (await r.evalsha(
+      acqSha,
+      keys.length,
+      ...keys,
+      w.token,
+      30_000,
+      3_000,
+      `${w.channel} 3000 ${w.token}|p${PERMITS}`,
+      'x',
+      PERMITS,
+      DEFAULT_FENCE_BUCKETS,
+    )) as number[];
+  const holders: { token: string; channel: string }[] = [];
+  for (const w of workers) {
+    const got = await acquire(w);
+    if (got[0] === 1) holders.push(w);
+  }
+  if (holders.length !== PERMITS) throw new Error(`${holders.length} holders`);
+  const byToken = new Map(workers.map((w) => [w.token, w]));
+  const before = await evalUsec(r);
+  let relUs = 0;
+  let acqUs = 0;
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < rounds; i++) {
+    const w = holders.shift()!;
+    const a = process.hrtime.bigint();
+    const out = (await r.evalsha(
+      relSha,
+      keys.length,
+      ...keys,
+      w.token,
+      w.channel,
+      DEFAULT_FENCE_BUCKETS,
+    )) as unknown[];
+    const b = process.hrtime.bigint();
+    relUs += Number(b - a) / 1000;
+    if (out[0] !== 1) throw new Error(`release: ${JSON.stringify(out)}`);
+    let next: string | undefined;
+    if (out.length > 1) next = String(out[1]).split(' ')[0].split('|')[0];
+    else {
+      // Published to another channel: read who holds from the hash.
+      const all = await r.hgetall(redisLockNames(key).lock);
+      next = Object.keys(all).find((t) => !holders.some((h) => h.token === t));
+    }
+    const c = process.hrtime.bigint();
+    const again = await acquire(w);
+    acqUs += Number(process.hrtime.bigint() - c) / 1000;
+    if (again[0] !== 0) throw new Error(`re-acquire: ${JSON.stringify(again)}`);
+    holders.push(byToken.get(next!)!);
+  }
+  const wall = Number(process.hrtime.bigint() - t0) / 1e6;
+  const after = await evalUsec(r);
+  const [c0, u0] = before.get('evalsha') ?? [0, 0];
+  const [c1, u1] = after.get('evalsha')!;
+  console.log(
+    `rounds ${rounds}: Redis µs per EVALSHA ${((u1 - u0) / (c1 - c0)).toFixed(1)} (both scripts), ` +
+      `client round trip µs release ${(relUs / rounds).toFixed(1)} acquire ${(acqUs / rounds).toFixed(1)}, wall ${wall.toFixed(0)} ms`,
+  );
+  for (const [name, [c, u]] of after) {
+    const [pc, pu] = before.get(name) ?? [0, 0];
+    if (c - pc >= rounds / 2 && name !== 'evalsha')
+      console.log(
+        `  ${name.padEnd(16)} per round ${((c - pc) / rounds).toFixed(2)}  µs/call ${((u - pu) / (c - pc)).toFixed(2)}`,
+      );
+  }
+  await r.del(...keys.slice(0, 6));
+  r.disconnect();
+}
+
+void main();
