@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   const acqSha = (await r.script('LOAD', SHARED_ACQUIRE.source)) as string;
   const relSha = (await r.script('LOAD', SHARED_RELEASE.source)) as string;
   const channels = [0, 1, 2, 3].map((i) => `ch-${i}-${randomUUID()}`);
-  const workers = Array.from({ length: 16 }, (_, i) => ({
+  const workers: { token: string; channel: string }[] = Array.from({ length: 16 }, (_, i) => ({
     token: randomUUID(),
     channel: channels[i % 4],
   }));
