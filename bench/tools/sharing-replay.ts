@@ -1,7 +1,10 @@
 /**
  * Redis's own time per counted-lock script on the semaphore suite's state (permits 4, 4 holders,
  * 12 queued on 4 channels): release (its slot handed on) then the releaser queues again, in a
- * loop, one client, no holds. Reports INFO commandstats' µs per EVALSHA for each script.
+ * loop, one client, no holds. Each release's head waits on the releaser's channel, so the slot
+ * goes to it in the release's reply, as in the suite, where a release hands it within its own
+ * process. Reports INFO commandstats' µs per EVALSHA (the two scripts together), each command's
+ * calls per round and µs per call, and the client's round trip per script.
  * `node -r ./scripts/ts-register.cjs bench/tools/sharing-replay.ts [rounds]`
  */
 import Redis from 'ioredis';
@@ -71,18 +74,14 @@ async function main(): Promise<void> {
     const b = process.hrtime.bigint();
     relUs += Number(b - a) / 1000;
     if (out[0] !== 1) throw new Error(`release: ${JSON.stringify(out)}`);
-    let next: string | undefined;
-    if (out.length > 1) next = String(out[1]).split(' ')[0].split('|')[0];
-    else {
-      // Published to another channel: read who holds from the hash.
-      const all = await r.hgetall(redisLockNames(key).lock);
-      next = Object.keys(all).find((t) => !holders.some((h) => h.token === t));
-    }
+    // "<token>|p4 <fence> <slot>": the head, told in the reply (it waits on this channel).
+    const next = byToken.get(String(out[1]).split('|')[0]);
+    if (!next) throw new Error(`release handed nothing on: ${JSON.stringify(out)}`);
     const c = process.hrtime.bigint();
     const again = await acquire(w);
     acqUs += Number(process.hrtime.bigint() - c) / 1000;
     if (again[0] !== 0) throw new Error(`re-acquire: ${JSON.stringify(again)}`);
-    holders.push(byToken.get(next!)!);
+    holders.push(next);
   }
   const wall = Number(process.hrtime.bigint() - t0) / 1e6;
   const after = await evalUsec(r);
@@ -99,7 +98,8 @@ async function main(): Promise<void> {
         `  ${name.padEnd(16)} per round ${((c - pc) / rounds).toFixed(2)}  µs/call ${((u - pu) / (c - pc)).toFixed(2)}`,
       );
   }
-  await r.del(...keys.slice(0, 6));
+  // Not KEYS[2] (the fence bucket counter other keys share) nor the bucket-count key.
+  await r.del(...[0, 2, 3, 4, 5].map((i) => keys[i]));
   r.disconnect();
 }
 
