@@ -100,6 +100,9 @@ const URL = 'redis://127.0.0.1:6379';
 const PERMITS = 4;
 /** Each section's hold: the suite's 5 ms unless `HOLD_MS` says otherwise. */
 const HOLD_MS = Number(process.env.HOLD_MS ?? 5);
+if (!Number.isFinite(HOLD_MS) || HOLD_MS < 0) {
+  throw new Error(`HOLD_MS must be a number of ms >= 0, got ${process.env.HOLD_MS}`);
+}
 
 /**
  * [requested, granted, release called, release answered, slot, fence, message arrived or 0,
