@@ -20,6 +20,8 @@ export interface SharingLoad {
   /** Processes the workers are spread over, at most (memory: always one). */
   processes: number;
   holdMs: number;
+  /** Each worker's pause between a release and its next request (0: none). */
+  thinkMs: number;
   /** Fraction of requests that are writes (exclusive); 1 for a counted lock. */
   writeShare: number;
   /** Measured window; the first 10% after "go" is left out as ramp-up. */
@@ -32,6 +34,8 @@ export interface SharingResult {
   contender: SharingContender;
   workers: number;
   processes: number;
+  /** Each worker's pause between a release and its next request, ms (the load's). */
+  thinkMs: number;
   /** Sections granted in the measured window, and per second. */
   sections: number;
   opsPerSec: number;
@@ -75,6 +79,7 @@ export async function runSharingLoad(load: SharingLoad): Promise<SharingResult> 
         key,
         loops: Math.floor(load.workers / processes) + (p < load.workers % processes ? 1 : 0),
         holdMs: load.holdMs,
+        thinkMs: load.thinkMs,
         writeShare: load.writeShare,
       };
       workers.push(forkWorker<SharingMessage>('bench/harness/sharing-worker.ts', orders));
@@ -110,6 +115,7 @@ function analyse(
     contender: load.contender,
     workers: load.workers,
     processes,
+    thinkMs: load.thinkMs,
     sections: window.length,
     opsPerSec: window.length / seconds,
     writesPerSec: writes.length / seconds,
@@ -164,7 +170,7 @@ export function medianSharingRun(runs: readonly SharingResult[]): SharingResult 
  */
 export async function runSharingLoads(
   contenders: readonly SharingContender[],
-  work: Pick<SharingLoad, 'holdMs' | 'writeShare'>,
+  work: Pick<SharingLoad, 'holdMs' | 'thinkMs' | 'writeShare'>,
   setup: SharingSetup,
 ): Promise<{ runs: SharingResult[][]; results: SharingResult[] }> {
   const runs: SharingResult[][] = contenders.map(() => []);

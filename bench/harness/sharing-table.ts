@@ -21,11 +21,15 @@ export function sharingStoreName(options: SuiteOptions): string {
   return options.sharingStore === 'redis' ? 'Redis' : 'memory (in-process reference)';
 }
 
-/** Bars of locked operations per second, one per run. */
+/**
+ * Bars of locked operations per second, one per run; `labelOf` adds to a bar's label what tells
+ * runs of one contender apart (the load they ran).
+ */
 export function sharingChart(
   id: string,
   title: string,
   results: readonly SharingResult[],
+  labelOf: (r: SharingResult) => string = () => '',
 ): ChartSpec {
   return {
     id,
@@ -33,9 +37,10 @@ export function sharingChart(
     valueTitle: 'locked ops/s',
     points: results.map((r) => ({
       // Short bar labels: no settings, no versions (the table has them).
-      label: sharingLabel(r.contender)
-        .replace(/ \(limit.*\)$/, '')
-        .replace(/ 5\.8\.0/, ''),
+      label:
+        sharingLabel(r.contender)
+          .replace(/ \(limit.*\)$/, '')
+          .replace(/ 5\.8\.0/, '') + labelOf(r),
       group: r.contender.kind === 'ours' ? 'ours' : 'peer',
       value: Math.round(r.opsPerSec),
     })),

@@ -16,6 +16,8 @@ export interface SharingOrders {
   key: string;
   loops: number;
   holdMs: number;
+  /** Pause after each release before asking again (0: at once). */
+  thinkMs: number;
   /** Fraction of requests that are writes (1: every request is; a semaphore's are all alike). */
   writeShare: number;
 }
@@ -57,6 +59,7 @@ async function main(): Promise<void> {
         const releaseAt = machineNowMs();
         await held.release();
         sections.push([requestAt, grantAt, releaseAt, machineNowMs(), write ? 1 : 0]);
+        if (orders.thinkMs > 0) await sleepMs(orders.thinkMs);
       }
       return sections;
     };

@@ -33,7 +33,7 @@ export async function readWriteSuite(
   );
   const { runs, results } = await runSharingLoads(
     contenders,
-    { holdMs: HOLD_MS, writeShare: WRITE_SHARE },
+    { holdMs: HOLD_MS, thinkMs: 0, writeShare: WRITE_SHARE },
     setup,
   );
   for (const r of results) {

@@ -85,10 +85,18 @@ describe('npm run bench', () => {
       }
       expectScaleFigures(run.suites.find((s) => s.id === 'scale')!);
       expectSqlContendedFigures(run.suites.find((s) => s.id === 'sql-contended')!);
-      expectSharingFigures(
-        run.suites.find((s) => s.id === 'semaphore')!,
-        4,
-      );
+      const semaphore = run.suites.find((s) => s.id === 'semaphore')!;
+      expectSharingFigures(semaphore, 4);
+      // Both loads, for both locks: the target's (a think of half the 5 ms hold) and back to back.
+      const loads = (semaphore.data as { runs: SharingResult[][] }).runs
+        .flat()
+        .map((r) => `${r.contender.kind} think ${r.thinkMs}`);
+      expect([...new Set(loads)].sort()).toEqual([
+        'ours think 0',
+        'ours think 2.5',
+        'redis-semaphore think 0',
+        'redis-semaphore think 2.5',
+      ]);
       expectSharingFigures(
         run.suites.find((s) => s.id === 'read-write')!,
         Infinity,
