@@ -100,10 +100,10 @@ export async function semaphoreSuite(
           `true hold, so a figure above ${PERMITS} would be a real over-admission. ` +
           `Think ${fmt(THINK_MS)} ms (the target's load): each worker pauses half a hold between ` +
           'a release and its next request, so a freed permit goes to a waiter, not back to its ' +
-          `releaser; the ${setup.workers} workers still ask for more than ${PERMITS} holders at ` +
-          'all times (see the waits). Back to back: each worker asks again the moment it ' +
-          'releases; redis-semaphore’s releaser then takes its permit straight back (barging, ' +
-          'hence its spread of sections per worker) while ours hands it to the longest waiter: ' +
+          'releaser, and the key still has waiters (see the waits). Back to back: each worker ' +
+          'asks again the moment it releases; redis-semaphore’s releaser then takes its permit ' +
+          'straight back (barging, hence its spread of sections per worker) while ours hands it ' +
+          'to the next in the key’s queue: ' +
           `ours ÷ redis-semaphore ${fmt(oursBackToBack.opsPerSec / peerBackToBack.opsPerSec, 3)}× ` +
           'there, what first-come order and a fence per grant cost against barging.',
       },
