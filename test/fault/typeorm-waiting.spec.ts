@@ -10,7 +10,7 @@
  * its releases still wake the waiters of instances that listen.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { RowDataPacket } from 'mysql2/promise';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import type { TypeormBackendConfig } from '../../lib/backends/backend-config';
@@ -83,6 +83,11 @@ async function openDataSource(table: ScratchTable, poolSize: number): Promise<Da
   const ds = new DataSource(table.dataSourceOptions({ poolSize }) as unknown as DataSourceOptions);
   await ds.initialize();
   return ds;
+}
+
+/** `table` quoted for statements of the test's own. */
+function quoted(kind: ServerKind, table: string): string {
+  return kind === 'postgres' ? `"${table}"` : `\`${table}\``;
 }
 
 /** Module options: one for-update backend `db` on `dataSource`. */
@@ -272,6 +277,65 @@ describe('for-update waiters share a bounded number of connections', () => {
         await holders?.close();
         await ds.destroy();
         await holdersDs.destroy();
+        await table.drop();
+      }
+    }, 60_000);
+
+    // inspect() runs its probes side by side on pooled connections: the count of the row's
+    // waiters must not take the probe that reads whether the row is held (SKIP LOCKED) for one.
+    // A CI run on a loaded host once saw `waiting: 1` on a free key that way. Here such probes,
+    // and a NOWAIT try, are kept in flight on purpose by a sleep in the same statement (on a row
+    // nobody holds: a skipped row would end the statement before its sleep).
+    it(`${kind}: inspect counts as waiters only sessions that wait: not a SKIP LOCKED probe or a NOWAIT try in flight beside it`, async () => {
+      const table = scratchTable(kind, 'wait_probe');
+      const prefix = `probe-${randomUUID()}:`;
+      const ds = await openDataSource(table, 6);
+      let t: LockTestApp | undefined;
+      try {
+        t = await createLockApp(forUpdateOn(ds, table, prefix));
+        const locks = t.locks;
+        const held = await locks.acquire('held'); // makes the table; its row is locked
+        const name = quoted(kind, table.name);
+        const stored = createHash('sha256').update(`${prefix}free`, 'utf8').digest('hex');
+        await ds.query(
+          kind === 'postgres'
+            ? `INSERT INTO ${name} (lock_key, key_text, fence) VALUES ($1, $2, 0)`
+            : `INSERT INTO ${name} (lock_key, key_text, fence) VALUES (?, ?, 0)`,
+          [stored, `${prefix}free`],
+        );
+        const pause = kind === 'postgres' ? 'pg_sleep(1.5)' : 'SLEEP(1.5)';
+        const where = kind === 'postgres' ? 'lock_key = $1' : 'lock_key = ?';
+        const probe = (clause: string): Promise<unknown> =>
+          ds.query(`SELECT ${pause}, lock_key FROM ${name} WHERE ${where} ${clause}`, [stored]);
+        const countedWhileRunning = async (probes: Promise<unknown>): Promise<number[]> => {
+          await sleep(300); // the probes are running
+          const seen: number[] = [];
+          for (let i = 0; i < 3; i++) seen.push((await locks.inspect('free')).waiting ?? -1);
+          await probes;
+          return seen;
+        };
+        const share =
+          kind === 'postgres' ? 'FOR KEY SHARE SKIP LOCKED' : 'LOCK IN SHARE MODE SKIP LOCKED';
+        expect(await countedWhileRunning(Promise.all([probe(share), probe(share)]))).toEqual([
+          0, 0, 0,
+        ]);
+        expect(await countedWhileRunning(probe('FOR UPDATE NOWAIT'))).toEqual([0, 0, 0]);
+
+        // And it counts a real waiter (so the zeros above are no blind count).
+        const waiter = locks.acquire('held', { waitTimeout: 10_000 });
+        await within(
+          (async () => {
+            while ((await locks.inspect('held')).waiting !== 1) await sleep(20);
+          })(),
+          5_000,
+          'the waiter to be counted',
+        );
+        await held.release();
+        await (await waiter).release();
+        expect((await locks.inspect('held')).waiting).toBe(0);
+      } finally {
+        await t?.close();
+        await ds.destroy();
         await table.drop();
       }
     }, 60_000);

@@ -260,7 +260,9 @@ export class ForUpdateStrategy implements SessionStrategy {
   /**
    * Postgres: waiters on the holder's transaction plus waiters queued on the row's tuple lock
    * (the first waiter holds that one while it waits for the holder). MariaDB: sessions running
-   * this key's locking statement (visible to the same database user, or all with PROCESS).
+   * this key's locking statement (visible to the same database user, or all with PROCESS),
+   * except those that cannot wait: a `NOWAIT` try, or a `SKIP LOCKED` probe such as the one
+   * `inspect` runs beside this count (on a loaded host the count once saw it as a waiter).
    */
   async waiting(db: SqlDatabase, key: string): Promise<number> {
     if (db.dialect.family === 'postgres') {
@@ -277,7 +279,8 @@ export class ForUpdateStrategy implements SessionStrategy {
     }
     const row = `%FROM ${db.table} WHERE lock_key = '${storedKey(key)}'`;
     const result = await db.exec(
-      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND (INFO LIKE ? OR INFO LIKE ?)`,
+      `SELECT COUNT(*) AS waiting FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Query' AND (INFO LIKE ? OR INFO LIKE ?)
+         AND INFO NOT LIKE '%SKIP LOCKED%' AND INFO NOT LIKE '%NOWAIT%'`,
       [`${row} FOR UPDATE%`, `${row} LOCK IN SHARE MODE%`],
     );
     return Number(result.records[0]?.waiting ?? 0);
