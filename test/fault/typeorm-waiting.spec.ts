@@ -284,42 +284,84 @@ describe('for-update waiters share a bounded number of connections', () => {
     // inspect() runs its probes side by side on pooled connections: the count of the row's
     // waiters must not take the probe that reads whether the row is held (SKIP LOCKED) for one.
     // A CI run on a loaded host once saw `waiting: 1` on a free key that way. Here such probes,
-    // and a NOWAIT try, are kept in flight on purpose by a sleep in the same statement (on a row
-    // nobody holds: a skipped row would end the statement before its sleep).
+    // and a NOWAIT try, are kept in flight on purpose: each statement also takes a lock the test
+    // holds (a gate), on a row nobody holds (a skipped row would end the statement at once).
     it(`${kind}: inspect counts as waiters only sessions that wait: not a SKIP LOCKED probe or a NOWAIT try in flight beside it`, async () => {
       const table = scratchTable(kind, 'wait_probe');
       const prefix = `probe-${randomUUID()}:`;
       const ds = await openDataSource(table, 6);
+      const gateDs = await openDataSource(table, 1); // one session: the gate's holder
       let t: LockTestApp | undefined;
       try {
         t = await createLockApp(forUpdateOn(ds, table, prefix));
         const locks = t.locks;
         const held = await locks.acquire('held'); // makes the table; its row is locked
         const name = quoted(kind, table.name);
+        const pg = kind === 'postgres';
         const stored = createHash('sha256').update(`${prefix}free`, 'utf8').digest('hex');
         await ds.query(
-          kind === 'postgres'
-            ? `INSERT INTO ${name} (lock_key, key_text, fence) VALUES ($1, $2, 0)`
-            : `INSERT INTO ${name} (lock_key, key_text, fence) VALUES (?, ?, 0)`,
+          `INSERT INTO ${name} (lock_key, key_text, fence) VALUES (${pg ? '$1, $2' : '?, ?'}, 0)`,
           [stored, `${prefix}free`],
         );
-        const pause = kind === 'postgres' ? 'pg_sleep(1.5)' : 'SLEEP(1.5)';
-        const where = kind === 'postgres' ? 'lock_key = $1' : 'lock_key = ?';
-        const probe = (clause: string): Promise<unknown> =>
-          ds.query(`SELECT ${pause}, lock_key FROM ${name} WHERE ${where} ${clause}`, [stored]);
-        const countedWhileRunning = async (probes: Promise<unknown>): Promise<number[]> => {
-          await sleep(300); // the probes are running
+        const gate = randomBytes(4).readUInt32BE() >>> 1;
+        /** Probes of the free row with `clause`, in flight until the gate opens. */
+        const inFlight = async (clauses: string[]): Promise<{ probes: Promise<unknown> }> => {
+          await gateDs.query(pg ? 'SELECT pg_advisory_lock($1)' : 'SELECT GET_LOCK(?, 0)', [
+            `${gate}`,
+          ]);
+          const probes = Promise.all(
+            clauses.map((clause, i) =>
+              ds.query(
+                pg
+                  ? `SELECT pg_advisory_xact_lock_shared($1), lock_key FROM ${name} WHERE lock_key = $2 ${clause}`
+                  : // Through the gate and out again (MariaDB's user locks are exclusive).
+                    `SELECT GET_LOCK(?, 30) + RELEASE_LOCK(?) AS gate${i}, lock_key FROM ${name} WHERE lock_key = ? ${clause}`,
+                pg ? [`${gate}`, stored] : [`${gate}`, `${gate}`, stored],
+              ),
+            ),
+          );
+          await within(
+            (async () => {
+              while ((await gateWaiters()) < clauses.length) await sleep(20);
+            })(),
+            5_000,
+            'the probes to reach the gate',
+          );
+          return { probes }; // wrapped: an async function returning it would wait for it
+        };
+        const gateWaiters = async (): Promise<number> => {
+          const rows = pg
+            ? await adminQuery(
+                kind,
+                `SELECT count(*)::int AS n FROM pg_stat_activity
+                  WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE $1`,
+                [`%${name}%`],
+              )
+            : await adminQuery(
+                kind,
+                `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE ?`,
+                [`%${name}%`],
+              );
+          return Number(rows[0].n);
+        };
+        const openGate = (): Promise<unknown> =>
+          gateDs.query(pg ? 'SELECT pg_advisory_unlock($1)' : 'SELECT RELEASE_LOCK(?)', [
+            `${gate}`,
+          ]);
+        const countedWhileInFlight = async (clauses: string[]): Promise<number[]> => {
+          const { probes } = await inFlight(clauses);
           const seen: number[] = [];
           for (let i = 0; i < 3; i++) seen.push((await locks.inspect('free')).waiting ?? -1);
-          await probes;
+          // Counted while they ran: they are still waiting at the gate.
+          expect(await stillPendingAfter(probes, 0)).toBe(true);
+          expect(await gateWaiters()).toBe(clauses.length);
+          await openGate();
+          await within(probes, 5_000, 'the probes after the gate opened');
           return seen;
         };
-        const share =
-          kind === 'postgres' ? 'FOR KEY SHARE SKIP LOCKED' : 'LOCK IN SHARE MODE SKIP LOCKED';
-        expect(await countedWhileRunning(Promise.all([probe(share), probe(share)]))).toEqual([
-          0, 0, 0,
-        ]);
-        expect(await countedWhileRunning(probe('FOR UPDATE NOWAIT'))).toEqual([0, 0, 0]);
+        const share = pg ? 'FOR KEY SHARE SKIP LOCKED' : 'LOCK IN SHARE MODE SKIP LOCKED';
+        expect(await countedWhileInFlight([share, share])).toEqual([0, 0, 0]);
+        expect(await countedWhileInFlight(['FOR UPDATE NOWAIT'])).toEqual([0, 0, 0]);
 
         // And it counts a real waiter (so the zeros above are no blind count).
         const waiter = locks.acquire('held', { waitTimeout: 10_000 });
@@ -335,6 +377,7 @@ describe('for-update waiters share a bounded number of connections', () => {
         expect((await locks.inspect('held')).waiting).toBe(0);
       } finally {
         await t?.close();
+        await gateDs.destroy();
         await ds.destroy();
         await table.drop();
       }
