@@ -10,10 +10,11 @@
  * its releases still wake the waiters of instances that listen.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { RowDataPacket } from 'mysql2/promise';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import type { TypeormBackendConfig } from '../../lib/backends/backend-config';
+import { SqlDialect, storedKey } from '../../lib/backends/sql/sql-dialect';
 import { sqlBackendFactory } from '../../lib/backends/sql/sql.factory';
 import { TableStrategy } from '../../lib/backends/sql/table.strategy';
 import { LockConfigError, LockNotAcquiredError } from '../../lib/errors/lock.errors';
@@ -83,11 +84,6 @@ async function openDataSource(table: ScratchTable, poolSize: number): Promise<Da
   const ds = new DataSource(table.dataSourceOptions({ poolSize }) as unknown as DataSourceOptions);
   await ds.initialize();
   return ds;
-}
-
-/** `table` quoted for statements of the test's own. */
-function quoted(kind: ServerKind, table: string): string {
-  return kind === 'postgres' ? `"${table}"` : `\`${table}\``;
 }
 
 /** Module options: one for-update backend `db` on `dataSource`. */
@@ -296,15 +292,16 @@ describe('for-update waiters share a bounded number of connections', () => {
         t = await createLockApp(forUpdateOn(ds, table, prefix));
         const locks = t.locks;
         const held = await locks.acquire('held'); // makes the table; its row is locked
-        const name = quoted(kind, table.name);
         const pg = kind === 'postgres';
-        const stored = createHash('sha256').update(`${prefix}free`, 'utf8').digest('hex');
+        // Quoted and stored as the backend does, so the probes read as its own statements.
+        const name = new SqlDialect(pg ? 'postgres' : 'mysql').quote(table.name);
+        const stored = storedKey(`${prefix}free`);
         await ds.query(
           `INSERT INTO ${name} (lock_key, key_text, fence) VALUES (${pg ? '$1, $2' : '?, ?'}, 0)`,
           [stored, `${prefix}free`],
         );
         const gate = randomBytes(4).readUInt32BE() >>> 1;
-        /** Probes of the free row with `clause`, in flight until the gate opens. */
+        /** One probe of the free row per clause, in flight until the gate opens. */
         const inFlight = async (clauses: string[]): Promise<{ probes: Promise<unknown> }> => {
           await gateDs.query(pg ? 'SELECT pg_advisory_lock($1)' : 'SELECT GET_LOCK(?, 0)', [
             `${gate}`,
