@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import Redis from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
 import type { LockModuleOptions } from '../../lib';
-import { hashSlot } from '../../lib/backends/redis/crc16';
+import { hashSlot } from '../../lib/backends/redis/port/key-slot';
 import {
   FENCE_BUCKETS_META,
   fenceBucket,

@@ -1,4 +1,4 @@
-import { HASH_SLOTS, hashSlot } from './crc16';
+import { HASH_SLOTS, hashSlot } from './port/key-slot';
 
 /**
  * Fence counters are shared by buckets of keys, so the module's footprint in the store stays

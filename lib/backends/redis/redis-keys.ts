@@ -1,5 +1,5 @@
 import { createHash, hash } from 'node:crypto';
-import { hashSlot } from './crc16';
+import { hashSlot } from './port/key-slot';
 import { FENCE_BUCKETS_META, fenceBucket, fenceCounterName } from './fence-buckets';
 
 /** The Redis names used for one lock key. */

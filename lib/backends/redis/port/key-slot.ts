@@ -29,3 +29,16 @@ const TABLE: Uint16Array = (() => {
   }
   return table;
 })();
+
+/**
+ * The Cluster hash slot of a whole key, by Redis's rule: the CRC16 of the text between the first
+ * `{` and the first `}` after it when that text is not empty, else of the whole key.
+ */
+export function keySlot(key: string): number {
+  const open = key.indexOf('{');
+  if (open >= 0) {
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) return hashSlot(key.slice(open + 1, close));
+  }
+  return hashSlot(key);
+}
