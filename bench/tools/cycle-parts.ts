@@ -13,8 +13,7 @@ import { compareInterleaved, pairedRatio, type Variant } from '../harness/rounds
 import { loadRawScripts, rawScriptCycle } from './raw-scripts';
 import { newOwnerToken } from '../../lib/core/shared/token';
 import { Redactor } from '../../lib/core/shared/redactor';
-import type { RedisLikeClient } from '../../lib/backends/redis/redis-client';
-import { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
+import { redisBackendFactory } from '../../lib/backends/redis/redis.factory';
 
 const URL = 'redis://127.0.0.1:6379';
 const CAD = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
@@ -27,12 +26,12 @@ async function main(): Promise<void> {
   const scripts = new Redis(URL);
   const ours = await startLocks({ backends: { redis: { type: 'redis', url: URL } } });
   const run = randomUUID().slice(0, 8);
-  const backend = new RedisLockBackend(
-    new Redis(URL) as unknown as RedisLikeClient,
-    true,
-    'direct',
-    new Redactor(),
-  );
+  const backend = await redisBackendFactory.create({ type: 'redis', url: URL }, 'direct', {
+    resolve: () => undefined,
+    redactor: new Redactor(),
+    keyPrefix: '',
+    defaultTtl: 30_000,
+  });
   await loadRawScripts(scripts);
   const variants: Variant[] = [
     {

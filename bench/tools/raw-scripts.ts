@@ -4,10 +4,29 @@
  * tools compare the whole cycle with.
  */
 import type Redis from 'ioredis';
-import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
-import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
-import { ACQUIRE, RELEASE } from '../../lib/backends/redis/redis-scripts';
+import { DEFAULT_FENCE_BUCKETS, fenceBucket } from '../../lib/backends/redis/fence-buckets';
+import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
+import { ACQUIRE } from '../../lib/backends/redis/scripts/acquire';
+import { RELEASE } from '../../lib/backends/redis/scripts/release';
 import { newOwnerToken } from '../../lib/core/shared/token';
+
+/**
+ * The KEYS the backend sends with a key script for `key` (no key prefix) on a single node with
+ * the default fence buckets: lock, its bucket's counter, queue, waiter expiries, arrivals,
+ * bucket-count key.
+ */
+export function scriptKeys(key: string): string[] {
+  const keyspace = new RedisKeyspace('');
+  const names = keyspace.names(key);
+  return [
+    names.lock,
+    keyspace.counter(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
+    names.queue,
+    names.waiters,
+    names.arrivals,
+    keyspace.bucketCountKey,
+  ];
+}
 
 /** Loads both scripts on `client`'s node. */
 export async function loadRawScripts(client: Redis): Promise<void> {
@@ -17,7 +36,7 @@ export async function loadRawScripts(client: Redis): Promise<void> {
 
 /** One acquire + release of `key` by the scripts alone; throws if the acquire found it busy. */
 export function rawScriptCycle(client: Redis, key: string): () => Promise<void> {
-  const keys = queueScriptKeys(redisLockNames(key), DEFAULT_FENCE_BUCKETS);
+  const keys = scriptKeys(key);
   return async () => {
     const token = newOwnerToken();
     const taken = (await client.evalsha(
@@ -28,9 +47,11 @@ export function rawScriptCycle(client: Redis, key: string): () => Promise<void> 
       30_000,
       0,
       '',
+      'x',
+      1,
       DEFAULT_FENCE_BUCKETS,
     )) as number[];
     if (taken[0] !== 1) throw new Error(`raw scripts: ${key} is busy`);
-    await client.evalsha(RELEASE.sha, keys.length, ...keys, token, DEFAULT_FENCE_BUCKETS);
+    await client.evalsha(RELEASE.sha, keys.length, ...keys, token, '', DEFAULT_FENCE_BUCKETS);
   };
 }

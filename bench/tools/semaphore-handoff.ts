@@ -18,8 +18,9 @@ import { Semaphore } from 'redis-semaphore';
 import { machineNowMs, sleepMs } from '../harness/clock';
 import { startLocks } from '../harness/nest-locks';
 import { summarize } from '../harness/stats';
-import { SHARED_ACQUIRE, SHARED_RELEASE } from '../../lib/backends/redis/redis-sharing-scripts';
-import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { ACQUIRE as SHARED_ACQUIRE } from '../../lib/backends/redis/scripts/acquire';
+import { RELEASE as SHARED_RELEASE } from '../../lib/backends/redis/scripts/release';
+import { scriptKeys } from './raw-scripts';
 import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
 
 /**
@@ -56,7 +57,7 @@ class Bare {
   async take(
     key: string,
   ): Promise<{ release(): Promise<unknown>; permit: number; fence: number; token: string }> {
-    const keys = queueScriptKeys(redisLockNames(key), DEFAULT_FENCE_BUCKETS);
+    const keys = scriptKeys(key);
     const token = randomUUID();
     const tagged = `${token}|p${PERMITS}`;
     const handed = new Promise<[number, number]>((resolve) => this.waiting.set(tagged, resolve));
@@ -67,7 +68,7 @@ class Bare {
       token,
       30_000,
       3_000,
-      `${this.channel} 3000 ${tagged}`,
+      `3000 ${tagged} ${this.channel}`,
       'x',
       PERMITS,
       DEFAULT_FENCE_BUCKETS,

@@ -9,8 +9,9 @@
  */
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { SHARED_ACQUIRE, SHARED_RELEASE } from '../../lib/backends/redis/redis-sharing-scripts';
-import { queueScriptKeys, redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { ACQUIRE as SHARED_ACQUIRE } from '../../lib/backends/redis/scripts/acquire';
+import { RELEASE as SHARED_RELEASE } from '../../lib/backends/redis/scripts/release';
+import { scriptKeys } from './raw-scripts';
 import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
 
 const PERMITS = 4;
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
   const rounds = Number(process.argv[2] ?? 20_000);
   const r = new Redis('redis://127.0.0.1:6379');
   const key = `replay-${randomUUID()}`;
-  const keys = queueScriptKeys(redisLockNames(key), DEFAULT_FENCE_BUCKETS);
+  const keys = scriptKeys(key);
   const acqSha = (await r.script('LOAD', SHARED_ACQUIRE.source)) as string;
   const relSha = (await r.script('LOAD', SHARED_RELEASE.source)) as string;
   const channels = [0, 1, 2, 3].map((i) => `ch-${i}-${randomUUID()}`);
@@ -44,7 +45,7 @@ async function main(): Promise<void> {
       w.token,
       30_000,
       3_000,
-      `${w.channel} 3000 ${w.token}|p${PERMITS}`,
+      `3000 ${w.token}|p${PERMITS} ${w.channel}`,
       'x',
       PERMITS,
       DEFAULT_FENCE_BUCKETS,

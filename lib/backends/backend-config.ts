@@ -14,8 +14,9 @@ export interface MemoryBackendConfig {
 }
 
 /**
- * Redis, single node or Cluster, on ioredis (install `ioredis`). Set exactly one of `url`,
- * `clusterNodes` or `client`. A client you pass is never closed by the module.
+ * Redis (or Valkey), single node or Cluster, on any of the clients: ioredis 5 or 6, node-redis
+ * (`redis`) 4 to 6, iovalkey. Set exactly one of `url`, `clusterNodes` or `client`. A client you
+ * pass is never closed by the module.
  */
 export interface RedisBackendConfig {
   /** Discriminator. */
@@ -24,11 +25,20 @@ export interface RedisBackendConfig {
   url?: string;
   /** Seed nodes of a Redis Cluster (`redis://host:port`); the module creates a Cluster client. */
   clusterNodes?: string[];
-  /** An existing ioredis `Redis` or `Cluster` (password, ACL user, TLS are yours to set). */
+  /**
+   * An existing client: an ioredis 5/6 or iovalkey `Redis` or `Cluster`, or a node-redis 4/5/6
+   * client (`createClient()`) or cluster (`createCluster()`). Password, ACL user and TLS are
+   * yours to set; a node-redis client is used once you have called its `connect()`.
+   */
   client?: object;
-  /** ioredis options for the client the module creates from `url`, passed through untouched. */
+  /**
+   * The library the module makes its client with from `url` or `clusterNodes`: `'ioredis'`,
+   * `'redis'` (node-redis) or `'iovalkey'`. Default: the first of them installed, in that order.
+   */
+  driver?: 'ioredis' | 'redis' | 'iovalkey';
+  /** Options for the client the module creates from `url`, in the library's own shape, untouched. */
   redisOptions?: Record<string, unknown>;
-  /** ioredis Cluster options for the client the module creates from `clusterNodes`, untouched. */
+  /** Cluster options for the client the module creates from `clusterNodes`, in the library's shape. */
   clusterOptions?: Record<string, unknown>;
   /**
    * When Redis does not answer at bootstrap: `'degraded'` (default) boots anyway, and every call
@@ -48,17 +58,24 @@ export interface RedisBackendConfig {
 }
 
 /**
- * Redlock over N independent Redis nodes (install `redlock@4.2.0` and `ioredis`). Set exactly
- * one of `urls` or `clients`; use an odd N >= 3. Clients you pass are never closed.
+ * Redlock over N independent Redis (or Valkey) nodes, the module's own implementation of the
+ * algorithm on any of the Redis clients (no `redlock` package). Set exactly one of `urls` or
+ * `clients`; use an odd N >= 3. Clients you pass are never closed.
  */
 export interface RedlockBackendConfig {
   /** Discriminator. */
   type: 'redlock';
   /** One `redis://` URL per independent node (not replicas of one another). */
   urls?: string[];
-  /** Existing ioredis clients, one per independent node. */
+  /**
+   * Existing clients, one per independent node: ioredis 5/6 or iovalkey `Redis` made with
+   * `enableOfflineQueue: false`, or node-redis clients made with `disableOfflineQueue: true`
+   * (a quorum must hear at once that a node is down).
+   */
   clients?: object[];
-  /** ioredis options for the clients the module creates from `urls`, passed through. */
+  /** The library the module makes its clients with from `urls` (see the redis backend's). */
+  driver?: 'ioredis' | 'redis' | 'iovalkey';
+  /** Options for the clients the module creates from `urls`, in the library's shape, passed through. */
   redisOptions?: Record<string, unknown>;
   /** Allowed clock drift as a fraction of the ttl (default 0.01); leases are trusted `ttl * (1 - driftFactor) - 2 ms`. */
   driftFactor?: number;

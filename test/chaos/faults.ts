@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import { redisCommand } from '../../servers/redis-servers';
 import type { TcpProxy } from '../../servers/tcp-proxy';
 import type { ChaosBackend, ChaosTiming } from './backends';
@@ -99,7 +99,7 @@ const onlyRedisVolatile = (b: ChaosBackend): true | string =>
  * known-unsafe configuration is caught every time rather than by luck.
  */
 async function afterRenewal(port: number, key: string, ttl: number): Promise<void> {
-  const lockKey = redisLockNames(key).lock;
+  const lockKey = redisLockNames('', key).lock;
   const until = performance.now() + ttl;
   let last = Number.POSITIVE_INFINITY;
   while (performance.now() < until) {

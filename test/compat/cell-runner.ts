@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Redis } from 'ioredis';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import { sleep } from '../../servers/child-processes';
 import { dropTable } from '../../servers/databases';
 import {
@@ -237,7 +237,7 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
         ((await http('GET', `${fastify.url}/locked/hold:busy`)).body as { locked?: boolean })
           .locked === true;
       await until(lockedNow, 5_000, 'hold:busy held');
-      const pttl = await redis.pttl(redisLockNames(`${prefix}hold:busy`).lock);
+      const pttl = await redis.pttl(redisLockNames(prefix, 'hold:busy').lock);
       const expressWhileHeld = await http('POST', `${express.url}/hold/busy?ms=0`);
       const fastifyWhileHeld = await http('POST', `${fastify.url}/hold/busy?ms=0`);
       return { holder: await holder, expressWhileHeld, fastifyWhileHeld, pttl };
@@ -261,8 +261,8 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     });
 
     report.shutdown = await step('shutdown', async () => {
-      const routeKey = redisLockNames(`${prefix}hold:down`).lock;
-      const bareKey = redisLockNames(`${prefix}bare:down`).lock;
+      const routeKey = redisLockNames(prefix, 'hold:down').lock;
+      const bareKey = redisLockNames(prefix, 'bare:down').lock;
       const route = http('POST', `${express.url}/hold/down?ms=60000`).catch(
         (err: Error): Answer => ({ status: 0, body: err.message }),
       );

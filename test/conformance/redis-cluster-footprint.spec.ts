@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Redis from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
-import { fenceCounterName } from '../../lib/backends/redis/fence-buckets';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { LockConfigError } from '../../lib';
+import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
 import { redisBackendFactory } from '../../lib/backends/redis/redis.factory';
-import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
 import type { RedisBackendConfig } from '../../lib/backends/backend-config';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import {
@@ -15,16 +14,18 @@ import {
   lockAndRelease,
   ownerToken as token,
 } from '../support/fence-footprint';
+import { redisLockNames } from '../support/redis-names';
 import {
   redisCommand,
   startRedisCluster,
   type RedisClusterHandle,
 } from '../../servers/redis-servers';
 
-// Issue 18 on a three-master Redis Cluster of its own: one fence counter per hash slot, in
-// that slot (so every script stays single-slot), however many keys; fences of a key rise
-// strictly; legacy per-key counters are carried over; extendMany sends each master one
-// pipeline of per-slot script calls, and a master that fails fails only its leases.
+// A three-master Redis Cluster of its own: one fence counter per hash slot, in that slot (so
+// every script stays single-slot), however many keys; fences of a key rise strictly; a key
+// prefix with a hash tag of its own keeps every name in its slot; extendMany sends each master
+// one pipeline of per-slot script calls, and a master that fails fails only its leases.
+const fenceCounterName = (slot: number): string => new RedisKeyspace('').counter(slot);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('redis cluster: fence counters per hash slot and extendMany', () => {
@@ -58,9 +59,9 @@ describe('redis cluster: fence counters per hash slot and extendMany', () => {
     // Keys searched so that their lock keys fall in 64 slots (every 256th): the bound shows.
     const keys: string[] = [];
     for (let n = 0; keys.length < 2_000; n++) {
-      if (redisLockNames(`cfp:${n}`).slot % 256 === 0) keys.push(`cfp:${n}`);
+      if (redisLockNames('', `cfp:${n}`).slot % 256 === 0) keys.push(`cfp:${n}`);
     }
-    const slots = new Set(keys.map((k) => redisLockNames(k).slot));
+    const slots = new Set(keys.map((k) => redisLockNames('', k).slot));
     await lockAndRelease(backend, keys);
     let counters = 0;
     for (const master of masters) {
@@ -94,25 +95,35 @@ describe('redis cluster: fence counters per hash slot and extendMany', () => {
     await backend.release(key, t);
   });
 
-  it('a legacy per-key counter is carried over on its slot, and swept when never locked again', async () => {
-    const names = redisLockNames('cfp:legacy');
-    const master = masters[await masterOf(names.slot)];
-    await master.set(names.legacyFence, 1_000);
-    const grant = await backend.tryAcquire({ key: 'cfp:legacy', token: token(), ttlMs: 1_000 });
-    expect(grant!.fence!).toBeGreaterThan(1_000);
-    expect(await master.exists(names.legacyFence)).toBe(0);
-    // Never locked again: the sweep folds them, on whichever master they live.
-    const others = ['cfp:sweep:a', 'cfp:sweep:b', 'cfp:sweep:c', 'cfp:sweep:d'];
-    for (const key of others) {
-      const n = redisLockNames(key);
-      await masters[await masterOf(n.slot)].set(n.legacyFence, 40_000);
+  it('a keyPrefix with a hash tag of its own puts every name in its slot; an unclosed "{" is refused', async () => {
+    const prefix = '{app}:';
+    const tagged = await createLockApp({
+      keyPrefix: prefix,
+      backends: { r: { type: 'redis', clusterNodes: cluster.seeds } },
+    });
+    try {
+      const lock = await tagged.locks.acquire('k');
+      const slot = Number(await masters[0].call('CLUSTER', 'KEYSLOT', 'app'));
+      const master = masters[await masterOf(slot)];
+      const names = redisLockNames(prefix, 'k');
+      expect(await master.get(names.lock)).toBe(`${lock.token} ${lock.fence}`);
+      const counter = new RedisKeyspace(prefix).counter(slot);
+      expect(Number(await master.call('CLUSTER', 'KEYSLOT', counter))).toBe(slot);
+      expect(Number(await master.get(counter))).toBe(lock.fence);
+      await lock.release();
+      const again = await tagged.locks.acquire('other');
+      expect(again.fence).toBeGreaterThan(lock.fence!);
+      await again.release();
+    } finally {
+      await tagged.close();
     }
-    expect(await (backend as RedisLockBackend).sweepLegacyFences()).toBe(others.length);
-    for (const key of others) {
-      const n = redisLockNames(key);
-      expect(await masters[await masterOf(n.slot)].exists(n.legacyFence)).toBe(0);
-      const g = await backend.tryAcquire({ key, token: token(), ttlMs: 1_000 });
-      expect(g!.fence!).toBeGreaterThan(40_000);
+    for (const bad of ['a{b:', 'x{}:']) {
+      await expect(
+        createLockApp({
+          keyPrefix: bad,
+          backends: { r: { type: 'redis', clusterNodes: cluster.seeds } },
+        }),
+      ).rejects.toThrow(LockConfigError);
     }
   });
 
@@ -141,14 +152,14 @@ describe('redis cluster: fence counters per hash slot and extendMany', () => {
     const results = await backend.extendMany!(batch);
     expect(results).toEqual([...held.map(() => true), false, false, false]);
     for (const r of held.slice(0, 20)) {
-      const n = redisLockNames(r.key);
+      const n = redisLockNames('', r.key);
       expect(await masters[await masterOf(n.slot)].pttl(n.lock)).toBeGreaterThan(55_000);
     }
-    const n = redisLockNames(stolen.key);
+    const n = redisLockNames('', stolen.key);
     expect(await masters[await masterOf(n.slot)].pttl(n.lock)).toBeLessThanOrEqual(5_000);
     // One script call per slot (a script's keys must share one), sent to the slot's master.
     const perMaster = [0, 0, 0];
-    for (const slot of new Set(batch.map((r) => redisLockNames(r.key).slot))) {
+    for (const slot of new Set(batch.map((r) => redisLockNames('', r.key).slot))) {
       perMaster[await masterOf(slot)]++;
     }
     const after = await Promise.all(masters.map(evalshaCalls));
@@ -162,7 +173,7 @@ describe('redis cluster: fence counters per hash slot and extendMany', () => {
       ttlMs: 10_000,
     }));
     for (const r of leases) await backend.tryAcquire(r);
-    const owner = await Promise.all(leases.map((r) => masterOf(redisLockNames(r.key).slot)));
+    const owner = await Promise.all(leases.map((r) => masterOf(redisLockNames('', r.key).slot)));
     const refusing = owner[0];
     // That master's default user may no longer run scripts (it still answers everything else).
     await redisCommand(

@@ -3,13 +3,8 @@ import Redis from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
 import type { LockModuleOptions } from '../../lib';
 import { hashSlot } from '../../lib/backends/redis/port/key-slot';
-import {
-  FENCE_BUCKETS_META,
-  fenceBucket,
-  fenceCounterName,
-} from '../../lib/backends/redis/fence-buckets';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
-import type { RedisLockBackend } from '../../lib/backends/redis/redis.backend';
+import { fenceBucket } from '../../lib/backends/redis/fence-buckets';
+import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import {
   bucketMates,
@@ -19,13 +14,16 @@ import {
   lockAndRelease,
   ownerToken as token,
 } from '../support/fence-footprint';
+import { redisLockNames } from '../support/redis-names';
 import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
 
-// Issue 18 on one Redis node of its own (so DBSIZE and INFO count only this spec's keys and
-// calls): the fence counters left behind stay within `fenceBuckets` however many distinct keys
-// are locked, each key's fences still rise strictly, counters of earlier versions are carried
-// over, a change of `fenceBuckets` keeps fences rising, and extendMany renews a batch in one
-// pipeline.
+// One Redis node of its own (so DBSIZE and INFO count only this spec's keys and calls): the
+// fence counters left behind stay within `fenceBuckets` however many distinct keys are locked,
+// each key's fences still rise strictly, a change of `fenceBuckets` keeps fences rising, and
+// extendMany renews a batch in one pipeline.
+const keyspace = new RedisKeyspace('');
+const FENCE_BUCKETS_META = keyspace.bucketCountKey;
+const fenceCounterName = (bucket: number): string => keyspace.counter(bucket);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('redis (single node): fence buckets and extendMany', () => {
@@ -122,49 +120,6 @@ describe('redis (single node): fence buckets and extendMany', () => {
     expect(next!.fence!).toBeGreaterThan(free.fence!);
   });
 
-  it('a per-key counter of an earlier version is carried over by the next grant, then deleted', async () => {
-    const { backend } = await start(64);
-    const names = redisLockNames('fp:legacy');
-    await raw.set(names.legacyFence, 1_000);
-    const t = token();
-    const grant = await backend.tryAcquire({ key: 'fp:legacy', token: t, ttlMs: 10_000 });
-    expect(grant!.fence!).toBeGreaterThan(1_000);
-    expect(await raw.exists(names.legacyFence)).toBe(0);
-    expect(await raw.get(names.lock)).toBe(`${t} ${grant!.fence}`);
-    await backend.release('fp:legacy', t);
-    const again = await backend.tryAcquire({ key: 'fp:legacy', token: token(), ttlMs: 1_000 });
-    expect(again!.fence!).toBeGreaterThan(grant!.fence!);
-  });
-
-  it('a lock an earlier version holds (bare token, no fence) still excludes, and its counter is inspected', async () => {
-    const { backend } = await start(64);
-    const names = redisLockNames('fp:old-holder');
-    await raw.set(names.legacyFence, 77);
-    await raw.set(names.lock, 'old-instance-token', 'PX', 10_000);
-    expect(await backend.tryAcquire({ key: 'fp:old-holder', token: token(), ttlMs: 1_000 })).toBe(
-      null,
-    );
-    expect(await backend.extend('fp:old-holder', 'old', 1_000)).toBe(false);
-    expect(await backend.inspect!('fp:old-holder')).toMatchObject({ held: true, fence: 77 });
-  });
-
-  it('sweepLegacyFences folds the per-key counters of keys never locked again into their buckets', async () => {
-    const { backend } = await start(64);
-    const values = { 'fp:sweep:a': 500, 'fp:sweep:b': 2_000, 'fp:sweep:c': 7 };
-    for (const [key, value] of Object.entries(values)) {
-      await raw.set(redisLockNames(key).legacyFence, value);
-    }
-    await raw.set('{not-ours}fp:sweep:a:fence', 9); // a user's key that merely ends in :fence
-    expect(await (backend as RedisLockBackend).sweepLegacyFences()).toBe(3);
-    for (const key of Object.keys(values)) {
-      expect(await raw.exists(redisLockNames(key).legacyFence)).toBe(0);
-    }
-    expect(await raw.get('{not-ours}fp:sweep:a:fence')).toBe('9');
-    const grant = await backend.tryAcquire({ key: 'fp:sweep:b', token: token(), ttlMs: 1_000 });
-    expect(grant!.fence!).toBeGreaterThan(2_000);
-    expect(await (backend as RedisLockBackend).sweepLegacyFences()).toBe(0);
-  });
-
   it('a new fenceBuckets raises the new counters above the old before serving; an instance on the old count adopts it', async () => {
     const old = await start(64);
     const fences = await lockAndRelease(old.backend, ['fp:move:a', 'fp:move:b']);
@@ -181,7 +136,7 @@ describe('redis (single node): fence buckets and extendMany', () => {
     // (Both keys' buckets differ between the layouts: slot % 128 >= 64, so a draw from the old
     // layout's counter would not exceed the fence drawn from the new one.)
     for (const key of ['fp:move:a', 'fp:move:b']) {
-      expect(redisLockNames(key).slot % 128).toBeGreaterThanOrEqual(64);
+      expect(redisLockNames('', key).slot % 128).toBeGreaterThanOrEqual(64);
     }
     const b = await lockAndRelease(old.backend, ['fp:move:b', 'fp:move:a']);
     expect(b.get('fp:move:b')!).toBeGreaterThan(Math.max(5_000, fences.get('fp:move:b')!));
@@ -209,7 +164,7 @@ describe('redis (single node): fence buckets and extendMany', () => {
     await sleep(100);
     await grant('fp:x:stolen', 5_000); // someone else's now
     expect(await backend.forceRelease!('fp:x:forced')).toBe(true);
-    await raw.hset(redisLockNames('fp:x:typed').lock, 'x', '1'); // a key of another type
+    await raw.hset(redisLockNames('', 'fp:x:typed').lock, 'x', '1'); // a key of another type
     const results = await backend.extendMany!([
       { key: 'fp:x:ours', token: ours, ttlMs: 60_000 },
       { key: 'fp:x:expired', token: expired, ttlMs: 60_000 },
@@ -218,14 +173,13 @@ describe('redis (single node): fence buckets and extendMany', () => {
       { key: 'fp:x:never', token: token(), ttlMs: 60_000 },
       { key: 'fp:x:typed', token: token(), ttlMs: 60_000 },
     ]);
-    expect(results.slice(0, 5)).toEqual([true, false, false, false, false]);
-    // That lease fails alone (retried by the engine), as a single extend would reject.
-    expect(results[5]).toBeInstanceOf(Error);
-    expect((results[5] as Error).message).toMatch(/^WRONGTYPE/);
-    expect(await raw.pttl(redisLockNames('fp:x:ours').lock)).toBeGreaterThan(55_000);
-    expect(await raw.pttl(redisLockNames('fp:x:stolen').lock)).toBeLessThanOrEqual(5_000);
-    expect(await raw.exists(redisLockNames('fp:x:expired').lock)).toBe(0);
-    expect(await raw.exists(redisLockNames('fp:x:forced').lock)).toBe(0);
+    // A key that holds what the module did not write is no longer ours (and is left as it is).
+    expect(results).toEqual([true, false, false, false, false, false]);
+    expect(await raw.hget(redisLockNames('', 'fp:x:typed').lock, 'x')).toBe('1');
+    expect(await raw.pttl(redisLockNames('', 'fp:x:ours').lock)).toBeGreaterThan(55_000);
+    expect(await raw.pttl(redisLockNames('', 'fp:x:stolen').lock)).toBeLessThanOrEqual(5_000);
+    expect(await raw.exists(redisLockNames('', 'fp:x:expired').lock)).toBe(0);
+    expect(await raw.exists(redisLockNames('', 'fp:x:forced').lock)).toBe(0);
     expect(await backend.extendMany!([])).toEqual([]);
   });
 
@@ -247,8 +201,8 @@ describe('redis (single node): fence buckets and extendMany', () => {
     expect(await evalshaCalls(raw)).toBe(before + 3);
     expect(results.filter((r) => r === true)).toHaveLength(2_499);
     expect(results[1_234]).toBe(false);
-    expect(await raw.pttl(redisLockNames('fp:many:2499').lock)).toBeGreaterThan(55_000);
-    expect(await raw.pttl(redisLockNames('fp:many:1234').lock)).toBeLessThanOrEqual(5_000);
+    expect(await raw.pttl(redisLockNames('', 'fp:many:2499').lock)).toBeGreaterThan(55_000);
+    expect(await raw.pttl(redisLockNames('', 'fp:many:1234').lock)).toBeLessThanOrEqual(5_000);
   });
 
   it('counter names: tag slots match CRC16 (foo 12182, 123456789 0x31C3), and every bucket has its own counter', () => {
@@ -261,6 +215,12 @@ describe('redis (single node): fence buckets and extendMany', () => {
       const tag = /^\{(.*)\}/.exec(fenceCounterName(bucket))![1];
       expect(hashSlot(tag)).toBe(bucket);
     }
+    // Under a prefix: every name the module writes starts with it.
+    const prefixed = new RedisKeyspace('app:');
+    expect(prefixed.counter(12_182)).toBe('app:{foo}nestjs-distributed-lock:fence');
+    expect(prefixed.bucketCountKey).toBe('app:nestjs-distributed-lock:fence-buckets');
+    expect(prefixed.names('app:k').lock).toMatch(/^app:\{[\w-]{27}\}k$/);
+    expect(prefixed.channel('x')).toBe('app:nestjs-distributed-lock:waiters:x');
     expect(fenceBucket(12_182, 64)).toBe(12_182 % 64);
     expect(fenceBucket(12_182, null)).toBe(12_182);
   });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Redis from 'ioredis';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import type { Lock, LockModuleOptions } from '../../lib';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import { MACHINE_REDIS_URL, redisCommand, startRedisNode } from '../../servers/redis-servers';
@@ -43,7 +43,7 @@ describe('redis wait queue', () => {
       );
       await sleep(100); // arrival order is queue order
     }
-    expect(await raw.zcard(redisLockNames(keyPrefix + 'fifo').queue)).toBe(3);
+    expect(await raw.zcard(redisLockNames(keyPrefix, 'fifo').queue)).toBe(3);
     await held.release();
     for (const waiter of waiters) {
       const lock = await waiter;
@@ -52,7 +52,7 @@ describe('redis wait queue', () => {
       expect(performance.now() - releasedAt).toBeLessThan(500);
     }
     expect(order).toEqual([3, 1, 2]);
-    expect(await raw.zcard(redisLockNames(keyPrefix + 'fifo').queue)).toBe(0);
+    expect(await raw.zcard(redisLockNames(keyPrefix, 'fifo').queue)).toBe(0);
   });
 
   it.each([true, false])(
@@ -64,7 +64,7 @@ describe('redis wait queue', () => {
       await sleep(100);
       await held.release();
       const lock = await waiter;
-      const lockKey = redisLockNames(keyPrefix + key).lock;
+      const lockKey = redisLockNames(keyPrefix, key).lock;
       expect(await raw.pttl(lockKey)).toBeLessThanOrEqual(3_000);
       const until = performance.now() + 2_000;
       while ((await raw.pttl(lockKey)) <= 3_000 && performance.now() < until) await sleep(10);
@@ -80,7 +80,7 @@ describe('redis wait queue', () => {
     const impatient = apps[1].locks.acquire('leave', { waitTimeout: 300 });
     await expect(impatient).rejects.toMatchObject({ code: 'LOCK_NOT_ACQUIRED' });
     await sleep(50); // the leave is sent after the rejection
-    expect(await raw.zcard(redisLockNames(keyPrefix + 'leave').queue)).toBe(0);
+    expect(await raw.zcard(redisLockNames(keyPrefix, 'leave').queue)).toBe(0);
     const patient = apps[2].locks.acquire('leave', { waitTimeout: 10_000 });
     await sleep(100);
     const releasedAt = performance.now();
@@ -115,7 +115,7 @@ describe('redis wait queue', () => {
 
   it('a waiter aborted by its signal is out of the queue when its call rejects', async () => {
     const held = await apps[0].locks.acquire('abort');
-    const queue = redisLockNames(keyPrefix + 'abort').queue;
+    const queue = redisLockNames(keyPrefix, 'abort').queue;
     const controller = new AbortController();
     const waiting = apps[1].locks
       .acquire('abort', { waitTimeout: 30_000, signal: controller.signal })
@@ -130,12 +130,12 @@ describe('redis wait queue', () => {
   });
 
   it('a crashed waiter at the head holds up a free lock only for its hand-over lease', async () => {
-    const names = redisLockNames(keyPrefix + 'crashed');
+    const names = redisLockNames(keyPrefix, 'crashed');
     const [seconds, micros] = await raw.time();
     const serverNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     // A waiter of a process that died: queued first, never refreshes, never leaves.
-    // (Its queue entry: "<channel> <hand-over lease ms> <token>".)
-    const ghost = `distributed-lock:waiters:dead 1500 ${randomUUID()}`;
+    // (Its queue entry: "<hand-over lease ms> <token> <channel>".)
+    const ghost = `1500 ${randomUUID()} ${keyPrefix}nestjs-distributed-lock:waiters:dead`;
     await raw.zadd(names.queue, 1, ghost);
     await raw.zadd(names.waiters, serverNow + 1_500, ghost);
     await raw.set(names.arrivals, 1);
@@ -154,11 +154,11 @@ describe('redis wait queue', () => {
     const held = await apps[0].locks.acquire('closing');
     const waiting = app.locks.acquire('closing', { waitTimeout: 10_000 }).catch((e: unknown) => e);
     await sleep(100);
-    expect(await raw.zcard(redisLockNames(keyPrefix + 'closing').queue)).toBe(1);
+    expect(await raw.zcard(redisLockNames(keyPrefix, 'closing').queue)).toBe(1);
     await app.close();
     // The wait is cancelled by the shutdown: not a store failure.
     expect(await waiting).toMatchObject({ code: 'LOCK_SHUTTING_DOWN' });
-    expect(await raw.zcard(redisLockNames(keyPrefix + 'closing').queue)).toBe(0);
+    expect(await raw.zcard(redisLockNames(keyPrefix, 'closing').queue)).toBe(0);
     await held.release();
   });
 

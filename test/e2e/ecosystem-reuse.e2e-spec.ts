@@ -11,7 +11,7 @@ import { LockConfigError, LockModule, LockService } from '../../lib/index';
 import { createDistributedLockMigration } from '../../lib/typeorm/index';
 import { LOCK_ENGINE } from '../../lib/lock.constants';
 import type { LockEngine } from '../../lib/core/engine/lock-engine';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import {
   dataSourceOptions,
   dropTable,
@@ -228,7 +228,7 @@ describe('LockModule.forRootAsync from @nestjs/config', () => {
     redisDb0 = new Redis('redis://127.0.0.1:6379/0');
   });
   afterAll(async () => {
-    const names = redisLockNames(`${PREFIX}cfg-key`);
+    const names = redisLockNames(PREFIX, 'cfg-key');
     await redis.del(names.lock);
     await Promise.all([redis.quit(), redisDb0.quit()]);
   });
@@ -262,7 +262,7 @@ describe('LockModule.forRootAsync from @nestjs/config', () => {
     try {
       const lock = await app.get(LockService).acquire('cfg-key'); // no ttl: the configured default
       try {
-        const names = redisLockNames(`${PREFIX}cfg-key`);
+        const names = redisLockNames(PREFIX, 'cfg-key');
         const pttl = await redis.pttl(names.lock);
         expect(pttl).toBeLessThanOrEqual(TTL);
         expect(pttl).toBeGreaterThan(TTL - 1_000);

@@ -13,7 +13,7 @@ import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { Redis } from 'ioredis';
 import { LOCK_METER_NAME, OtelLockMetrics } from '../../lib/core/engine/otel-metrics';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -74,7 +74,7 @@ describe('OpenTelemetry lock metrics, scraped as Prometheus text', () => {
     // A lock renewed a few times, then lost: its key vanishes, the next renewal is refused.
     const doomed = await locks.acquire('doomed', { ttl: 300 });
     await sleep(350);
-    await redis.del(redisLockNames(`${prefix}doomed`).lock);
+    await redis.del(redisLockNames(prefix, 'doomed').lock);
     const lost = new Promise<void>((resolve) =>
       doomed.signal.addEventListener('abort', () => resolve()),
     );

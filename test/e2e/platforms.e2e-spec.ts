@@ -8,12 +8,9 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import { Locked, LockModule, LockService, type LockModuleOptions } from '../../lib/index';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
-import {
-  FENCE_BUCKETS_META,
-  fenceBucket,
-  fenceCounterName,
-} from '../../lib/backends/redis/fence-buckets';
+import { redisLockNames } from '../support/redis-names';
+import { fenceBucket } from '../../lib/backends/redis/fence-buckets';
+import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
 
 // The machine Redis (scripts/ensure-services.sh); a fresh prefix per run keeps runs apart.
 const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -257,11 +254,12 @@ describe.each<[string, () => AbstractHttpAdapter]>([
       });
       // The fence was drawn from the prefixed key's fence bucket (shared with other keys, so
       // at least this fence by now), and the lock is gone now.
-      const names = redisLockNames(`${PREFIX}order:${id}`);
-      const buckets = Number(await redis.get(FENCE_BUCKETS_META));
-      const counter = fenceCounterName(fenceBucket(names.slot, buckets));
+      const names = redisLockNames(PREFIX, `order:${id}`);
+      const keyspace = new RedisKeyspace(PREFIX);
+      const buckets = Number(await redis.get(keyspace.bucketCountKey));
+      const counter = keyspace.counter(fenceBucket(names.slot, buckets));
       expect(Number(await redis.get(counter))).toBeGreaterThanOrEqual(body.fence);
-      expect(await redis.exists(names.lock, names.legacyFence)).toBe(0);
+      expect(await redis.exists(names.lock)).toBe(0);
     });
   });
 

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { DataSource } from 'typeorm';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import { advisoryKey64 } from '../../lib/backends/sql/advisory.strategy';
 import { dataSourceOptions, dropTable, uniqueTableName } from '../../servers/databases';
 
@@ -103,7 +103,7 @@ describe('graceful shutdown on SIGTERM (real processes)', () => {
 
   /** Whether the app's Redis lock `key` (unprefixed) exists now. */
   const redisHeld = async (app: AppRun, key: string): Promise<boolean> =>
-    (await redis.exists(redisLockNames(`${app.prefix}${key}`).lock)) === 1;
+    (await redis.exists(redisLockNames(app.prefix, key).lock)) === 1;
   /** Whether anyone holds the app's advisory lock `key` on Postgres now. */
   const pgHeld = async (app: AppRun, key: string): Promise<boolean> => {
     // A bigint advisory key shows in pg_locks as its high and low 32 bits (objsubid 1).

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from '../support/redis-names';
 import { LockBackendError, LockLostError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { expectTakeoverAfterSigkill } from '../support/holder-process';
@@ -64,7 +64,7 @@ describe('redis faults', () => {
       const lost = new Promise<unknown>((resolve) =>
         lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)),
       );
-      expect(await raw.del(redisLockNames(keyPrefix + 'doomed').lock)).toBe(1);
+      expect(await raw.del(redisLockNames(keyPrefix, 'doomed').lock)).toBe(1);
       const deletedAt = now();
       const reason = await lost;
       expect(now() - deletedAt).toBeLessThanOrEqual(ttl / 3 + 1_000);
@@ -127,7 +127,9 @@ describe('redis faults', () => {
       // B's subscriber connection subscribed its wake-up channel again on the restarted server
       // (A never waited, so it has none).
       const subscribers = async () =>
-        (await redisCommand(node.port, 'PUBSUB', 'CHANNELS', 'distributed-lock:waiters:*')).split(
+        (
+          await redisCommand(node.port, 'PUBSUB', 'CHANNELS', 'nestjs-distributed-lock:waiters:*')
+        ).split(
           '\r\n',
         )[0];
       const until = now() + 3_000;
@@ -167,7 +169,7 @@ describe('redlock faults', () => {
       expect(err).toBeInstanceOf(LockBackendError);
       expect(String((err as Error).message)).toMatch(/no quorum, 1 of 3 nodes/);
       // The surviving node holds no lock entry for it: nothing was granted.
-      const lockKey = redisLockNames('q2').lock;
+      const lockKey = redisLockNames('', 'q2').lock;
       expect(await redisCommand(nodes[2].port, 'EXISTS', lockKey)).toBe(':0\r\n');
       await expect(t.locks.isLocked('q2')).rejects.toBeInstanceOf(LockBackendError);
     } finally {
@@ -187,7 +189,7 @@ describe('redlock renewal and answers (found by redis-semaphore and node-redlock
     const other = await createLockApp(options);
     try {
       const lock = await t.locks.acquire('repair', { ttl: 1_500 }); // renewed every ~0.5 s
-      const lockKey = redisLockNames('repair').lock;
+      const lockKey = redisLockNames('', 'repair').lock;
       const copyOn = async (node: RedisNode) =>
         (await redisCommand(node.port, 'GET', lockKey)).includes(lock.token);
       expect(await copyOn(nodes[0])).toBe(true);
@@ -210,29 +212,33 @@ describe('redlock renewal and answers (found by redis-semaphore and node-redlock
     }
   }, 30_000);
 
-  it('a key of another type on the nodes: the error says what the nodes answered (WRONGTYPE), not that they are unreachable', async () => {
+  it('a key holding what the module did not write on the nodes: refused, named, never overwritten; a held lock whose key is overwritten so is lost', async () => {
     const nodes = await startRedisNodes(3);
     const t = await createLockApp({
       backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
     });
     try {
-      const lockKey = redisLockNames('typed').lock;
+      const lockKey = redisLockNames('', 'typed').lock;
       for (const node of nodes) {
         expect(await redisCommand(node.port, 'HSET', lockKey, 'field', 'value')).toBe(':1\r\n');
       }
       const error = await t.locks.tryAcquire('typed').catch((e: unknown) => e);
       expect(error).toBeInstanceOf(LockBackendError);
       const message = (error as Error).message;
-      for (const node of nodes) {
-        expect(message).toContain(`127.0.0.1:${node.port} answered WRONGTYPE`);
-      }
+      expect(message).toContain(`"${lockKey}"`);
+      expect(message).toMatch(/holds a hash this module did not write/);
       expect(message).not.toMatch(/reachable|down:/);
-      // A held lock whose key is overwritten with another type: renewal says the same.
-      const other = redisLockNames('typed-later').lock;
+      for (const node of nodes) {
+        expect(await redisCommand(node.port, 'HGET', lockKey, 'field')).toBe('$5\r\nvalue\r\n');
+      }
+      // A held lock whose key is overwritten with another type: no longer ours, so lost.
+      const other = redisLockNames('', 'typed-later').lock;
       const lock = await t.locks.acquire('typed-later', { autoRenew: false });
       for (const node of nodes) await redisCommand(node.port, 'DEL', other);
       for (const node of nodes) await redisCommand(node.port, 'RPUSH', other, 'x');
-      await expect(lock.extend()).rejects.toThrow(/answered WRONGTYPE/);
+      await expect(lock.extend()).rejects.toBeInstanceOf(LockLostError);
+      expect(lock.signal.aborted).toBe(true);
+      for (const node of nodes) expect(await redisCommand(node.port, 'LLEN', other)).toBe(':1\r\n');
     } finally {
       await t.close();
       await Promise.all(nodes.map((n) => n.stop()));

@@ -6,8 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { expect } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
-import { FENCE_BUCKETS_META } from '../../lib/backends/redis/fence-buckets';
-import { redisLockNames } from '../../lib/backends/redis/redis-keys';
+import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
+import { redisLockNames } from './redis-names';
 
 /** A fresh owner token (32 hex digits, as the engine makes them). */
 export const ownerToken = (): string => randomUUID().replaceAll('-', '');
@@ -74,16 +74,21 @@ export async function allKeys(redis: Redis): Promise<string[]> {
 export interface NodeFootprint {
   counters: string[];
   meta: boolean;
-  /** Anything else (a lock, a queue, a legacy counter), with its PTTL. */
+  /** Anything else (a lock, a queue), with its PTTL. */
   others: Array<{ key: string; pttl: number }>;
 }
 
-/** Sorts a node's keys into counters (`{T}nestjs-distributed-lock:fence`), meta and the rest. */
-export async function footprint(redis: Redis): Promise<NodeFootprint> {
+/**
+ * Sorts a node's keys into counters (`<prefix>{T}nestjs-distributed-lock:fence`), the
+ * bucket-count key and the rest.
+ */
+export async function footprint(redis: Redis, prefix = ''): Promise<NodeFootprint> {
   const result: NodeFootprint = { counters: [], meta: false, others: [] };
+  const counter = new RegExp(`^${escape(prefix)}\\{[0-9a-z]+\\}nestjs-distributed-lock:fence$`);
+  const meta = new RedisKeyspace(prefix).bucketCountKey;
   for (const key of await allKeys(redis)) {
-    if (/^\{[0-9a-z]+\}nestjs-distributed-lock:fence$/.test(key)) result.counters.push(key);
-    else if (key === FENCE_BUCKETS_META) result.meta = true;
+    if (counter.test(key)) result.counters.push(key);
+    else if (key === meta) result.meta = true;
     else result.others.push({ key, pttl: await redis.pttl(key) });
   }
   return result;
@@ -100,7 +105,7 @@ export function bucketMates(
   buckets: number | null,
 ): string[] {
   const bucket = (key: string): number => {
-    const slot = redisLockNames(key).slot;
+    const slot = redisLockNames('', key).slot;
     return buckets === null ? slot : slot % buckets;
   };
   const target = bucket(of);
@@ -115,4 +120,9 @@ export function bucketMates(
 export async function evalshaCalls(redis: Redis): Promise<number> {
   const info = await redis.info('commandstats');
   return Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+/** `text` with the characters a regular expression gives meaning to escaped. */
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -1,5 +1,7 @@
-import { FENCE_BUCKETS_META, fenceCounterNames, MAX_FENCE_BUCKETS } from './fence-buckets';
-import { MIGRATE_BUCKETS, READ_BUCKETS, type RedisScript } from './redis-scripts';
+import { MAX_FENCE_BUCKETS } from './fence-buckets';
+import type { RedisScript } from './port/redis-port';
+import type { RedisKeyspace } from './redis-keys';
+import { MIGRATE_BUCKETS, READ_BUCKETS } from './scripts/buckets';
 
 /** Runs one script on the node a {@link FenceBucketCount} stands for. */
 export type NodeScriptRunner = (
@@ -23,9 +25,13 @@ const MIGRATE_ATTEMPTS = 3;
 export class FenceBucketCount {
   private current: number;
   private prepared?: Promise<void>;
+  /** The node was prepared: calls go straight to the store (no await on the hot path). */
+  private ready = false;
   private readonly warned = new Set<number>();
 
   constructor(
+    /** Names the node's counters and its bucket-count key. */
+    private readonly keyspace: RedisKeyspace,
     private readonly configured: number,
     /** Logs a warning (already naming the backend and node). */
     private readonly warn: (message: string) => void,
@@ -37,24 +43,40 @@ export class FenceBucketCount {
    * Runs `call` with the node's count once the node is prepared; a call refused for another
    * count runs once more with that count.
    */
-  async run<T>(exec: NodeScriptRunner, call: (count: number) => Promise<T>): Promise<T> {
-    await (this.prepared ??= this.prepare(exec).catch((err: unknown) => {
-      this.prepared = undefined;
-      throw err;
-    }));
-    try {
-      return await call(this.current);
-    } catch (err) {
-      const count = refusedFor(err);
-      if (count === undefined) throw err;
-      this.adopt(count);
-      return call(this.current);
-    }
+  run<T>(exec: NodeScriptRunner, call: (count: number) => Promise<T>): Promise<T> {
+    if (!this.ready) return this.runPrepared(exec, call);
+    return call(this.current).catch((err: unknown) => this.retried(err, call));
+  }
+
+  /** {@link run} before the node was prepared: prepares it first (once; again after a failure). */
+  private async runPrepared<T>(
+    exec: NodeScriptRunner,
+    call: (count: number) => Promise<T>,
+  ): Promise<T> {
+    await (this.prepared ??= this.prepare(exec).then(
+      () => {
+        this.ready = true;
+      },
+      (err: unknown) => {
+        this.prepared = undefined;
+        throw err;
+      },
+    ));
+    return call(this.current).catch((err: unknown) => this.retried(err, call));
+  }
+
+  /** A call refused for another count ("FENCEBUCKETS <n>") runs once more with that count. */
+  private retried<T>(err: unknown, call: (count: number) => Promise<T>): Promise<T> {
+    const count = refusedFor(err);
+    if (count === undefined) throw err;
+    this.adopt(count);
+    return call(this.current);
   }
 
   private async prepare(exec: NodeScriptRunner): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const have = checkedCount(await exec(READ_BUCKETS, [FENCE_BUCKETS_META], [this.configured]));
+      const { bucketCountKey } = this.keyspace;
+      const have = checkedCount(await exec(READ_BUCKETS, [bucketCountKey], [this.configured]));
       if (have === this.configured) {
         this.current = have;
         return;
@@ -62,7 +84,11 @@ export class FenceBucketCount {
       try {
         await exec(
           MIGRATE_BUCKETS,
-          [FENCE_BUCKETS_META, ...fenceCounterNames(have), ...fenceCounterNames(this.configured)],
+          [
+            bucketCountKey,
+            ...this.keyspace.counters(have),
+            ...this.keyspace.counters(this.configured),
+          ],
           [have, this.configured],
         );
         this.current = this.configured;
@@ -95,7 +121,7 @@ export function refusedFor(err: unknown): number | undefined {
 function checkedCount(value: unknown): number {
   const count = Number(value);
   if (!Number.isInteger(count) || count < 1 || count > MAX_FENCE_BUCKETS) {
-    throw new Error(`${FENCE_BUCKETS_META} holds ${String(value)}, not a fence bucket count`);
+    throw new Error(`the bucket-count key holds ${String(value)}, not a fence bucket count`);
   }
   return count;
 }

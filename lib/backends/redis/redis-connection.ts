@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
 import { monotonicNow } from '../../core/shared/clock';
 import { withTimeout } from '../../core/shared/timers';
-import type { ConnectionEvent, RedisLikeClient } from './redis-client';
+import type { ConnectionPort } from './port/redis-port';
 
 /** Repeats of one connection error logged at most this often. */
 const ERROR_LOG_INTERVAL_MS = 30_000;
@@ -14,8 +14,8 @@ export type ConnectionLogging =
   /** A client the module created: every connection error, as a (redacted) warning. */
   | 'always'
   /**
-   * A client the user passed in: only while nobody else listens for its errors (ioredis would
-   * otherwise print them raw on stderr, and our listener silences that).
+   * A client the user passed in: only while the user added no error listener of their own (the
+   * library would otherwise print them raw, and our listener silences that).
    */
   | 'unhandled';
 
@@ -44,11 +44,11 @@ export class RedisNotConnectedError extends Error {
 }
 
 /**
- * What a backend knows about one ioredis client's connection, from its events: whether it is
+ * What a backend knows about one client connection, from its port's events: whether it is
  * known to be down and why. A client that has seen a connection error (or lost its connection)
  * since it was last ready is down: {@link RedisConnection.run} then fails a call at once with that
- * reason instead of leaving it in ioredis's offline queue until `operationTimeout` or the retry
- * limit ("Reached the max retries per request limit"), and calls already sent when the
+ * reason instead of leaving it in the client's offline queue until `operationTimeout` or the
+ * retry limit ("Reached the max retries per request limit"), and calls already sent when the
  * connection drops are failed at once too. A client still making its first connection (no
  * error yet) is not down: its calls wait for it, bounded by the engine. It also logs the
  * client's connection errors, redacted and at most once per 30 s per message.
@@ -62,46 +62,45 @@ export class RedisConnection {
   private readonly inFlight = new Set<(err: Error) => void>();
   private readonly downListeners = new Set<() => void>();
   private readonly readyListeners = new Set<() => void>();
-  private readonly listeners: Array<[ConnectionEvent, (err?: Error) => void]> = [];
+  private readonly unwatch: () => void;
   private readonly logger = new Logger('LockService');
   private readonly lastLogged = new Map<string, number>();
 
+  /** `host:port` (or the Cluster's seeds), as the messages name it; redacted. */
+  readonly endpoint: string;
+
   constructor(
-    private readonly client: RedisLikeClient,
-    /** `host:port` (or the Cluster's seeds), as the messages name it; already redacted. */
-    readonly endpoint: string,
+    private readonly port: ConnectionPort,
     private readonly redactor: SecretRedactor,
     /** Prefix of log lines, e.g. `redis backend "main"`. */
     private readonly label: string,
     private readonly logging: ConnectionLogging,
   ) {
-    this.listen('ready', () => {
-      this.reason = undefined;
-      this.lastError = undefined;
-      for (const listener of [...this.readyListeners]) listener();
+    this.endpoint = redactor.text(port.endpoint);
+    this.unwatch = port.watch({
+      ready: () => {
+        this.reason = undefined;
+        this.lastError = undefined;
+        for (const listener of [...this.readyListeners]) listener();
+      },
+      error: (err, nodeOnly) => {
+        this.log(err);
+        if (nodeOnly || this.port.isReady()) this.lastError = err;
+        else this.markDown(err);
+      },
+      closed: () => this.markDown(this.lastError ?? this.reason ?? this.closed()),
+      ended: () => this.markDown(this.reason ?? this.closed()),
     });
-    this.listen('error', (err) => {
-      this.log(err);
-      const reason = clusterFailure(err) ?? err;
-      if (this.client.status === 'ready') this.lastError = reason;
-      else this.markDown(reason);
-    });
-    this.listen('node error', (err) => {
-      this.log(err);
-      this.lastError = err;
-    });
-    this.listen('close', () => this.markDown(this.lastError ?? this.reason ?? this.closed()));
-    this.listen('end', () => this.markDown(this.reason ?? this.closed()));
   }
 
   /** Known to be unable to carry a command now (see the class comment). */
   isDown(): boolean {
-    return this.reason !== undefined && this.client.status !== 'ready';
+    return this.reason !== undefined && !this.port.isReady();
   }
 
   /**
    * Runs one store call: fails at once while the client is down, and fails a call already sent
-   * as soon as the connection drops (ioredis would hold it for a reconnect). `onAbandoned` gets
+   * as soon as the connection drops (the client would hold it for a reconnect). `onAbandoned` gets
    * the call's own promise when it was failed that way, for a late reply that must be undone.
    */
   run<T>(call: () => Promise<T>, onAbandoned?: (late: Promise<T>) => void): Promise<T> {
@@ -118,7 +117,7 @@ export class RedisConnection {
           if (this.inFlight.delete(abandon)) resolve(value);
         },
         (err: unknown) => {
-          // Down meanwhile: ioredis's own error ("Connection is closed.", the retry limit)
+          // Down meanwhile: the client's own error ("Connection is closed.", the retry limit)
           // says less than the reason we know.
           if (this.inFlight.delete(abandon)) reject(this.isDown() ? this.error() : err);
         },
@@ -143,7 +142,7 @@ export class RedisConnection {
    * comes first (never rejects): how long bootstrap waits for a node's first connection.
    */
   settled(timeoutMs: number): Promise<void> {
-    if (this.client.status === 'ready' || this.isDown()) return Promise.resolve();
+    if (this.port.isReady() || this.isDown()) return Promise.resolve();
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
@@ -188,14 +187,7 @@ export class RedisConnection {
 
   /** Removes this tracker's listeners (a client the user passed in outlives the backend). */
   detach(): void {
-    for (const [event, listener] of this.listeners.splice(0)) {
-      this.client.removeListener(event, listener);
-    }
-  }
-
-  private listen(event: ConnectionEvent, listener: (err?: Error) => void): void {
-    this.client.on(event, listener);
-    this.listeners.push([event, listener]);
+    this.unwatch();
   }
 
   private markDown(reason: unknown): void {
@@ -217,46 +209,11 @@ export class RedisConnection {
 
   /** One redacted warning per distinct message per {@link ERROR_LOG_INTERVAL_MS}. */
   private log(err: unknown): void {
-    if (this.logging === 'unhandled' && (this.client.listenerCount?.('error') ?? 1) > 1) return;
+    if (this.logging === 'unhandled' && this.port.userErrorListeners() > 0) return;
     const message = this.redactor.message(err);
     const now = monotonicNow(); // a wall-clock step must not silence or repeat warnings
     if (now - (this.lastLogged.get(message) ?? -Infinity) < ERROR_LOG_INTERVAL_MS) return;
     this.lastLogged.set(message, now);
     this.logger.warn(`${this.label}: ${message}`);
   }
-}
-
-/**
- * A Cluster that reached none of its nodes says only "Failed to refresh slots cache."; the last
- * node's error says why (`WRONGPASS ...`, or "Connection is closed." when nothing listens: the
- * connection that saw `ECONNREFUSED` is one ioredis keeps to itself).
- */
-function clusterFailure(err: unknown): Error | undefined {
-  const last = (err as { lastNodeError?: unknown } | undefined)?.lastNodeError;
-  if (last === undefined || last === null) return undefined;
-  const failure = new Error(
-    `no node of the cluster answered (last: ${(last as { message?: unknown }).message})`,
-    { cause: last },
-  );
-  for (const field of WHAT_FAILED) {
-    (failure as unknown as Record<string, unknown>)[field] = (last as Record<string, unknown>)[
-      field
-    ];
-  }
-  return failure;
-}
-
-/**
- * How messages name a client's server: `host:port` of a `Redis`, the seeds of a `Cluster`
- * (`cluster 10.0.0.1:6379, ...`), redacted (a seed may be a URL with a password).
- */
-export function endpointOf(client: RedisLikeClient, redactor: SecretRedactor): string {
-  if (client.startupNodes) {
-    const seeds = client.startupNodes.map((node) =>
-      typeof node === 'string' ? node : `${node.host ?? '127.0.0.1'}:${node.port ?? 6379}`,
-    );
-    return redactor.text(`cluster ${seeds.join(', ')}`);
-  }
-  const { host, port, path } = client.options ?? {};
-  return redactor.text(path ?? `${host ?? '127.0.0.1'}:${port ?? 6379}`);
 }

@@ -1,101 +1,116 @@
-import { createHash, hash } from 'node:crypto';
-import { hashSlot } from './port/key-slot';
-import { FENCE_BUCKETS_META, fenceBucket, fenceCounterName } from './fence-buckets';
+import { hash } from 'node:crypto';
+import { HASH_SLOTS, hashSlot, keySlot } from './port/key-slot';
 
-/** The Redis names used for one lock key. */
+/** The Redis names of one lock key. */
 export interface RedisLockNames {
+  /** The lock: a mutex's string, or the hash of shared and counted holders. */
   readonly lock: string;
-  /** The lock key's Cluster hash slot (CRC16 of its hash tag): picks its fence bucket. */
+  /** The lock's Cluster hash slot (Redis's rule on the whole name): picks its fence bucket. */
   readonly slot: number;
-  /**
-   * The per-key fence counter of versions before fence buckets (`<lock>:fence`). No longer
-   * written: a grant raises the key's bucket to it and deletes it (upgrade carry-over).
-   */
-  readonly legacyFence: string;
-  /** Sorted set of waiting tokens, by arrival (FIFO hand-off). */
+  /** Sorted set of waiting members, by arrival (FIFO hand-off). */
   readonly queue: string;
-  /** Sorted set of waiting tokens, by the server time their place lapses. */
+  /** Sorted set of waiting members, by the server time their place lapses. */
   readonly waiters: string;
   /** Arrival counter that orders `queue`. */
   readonly arrivals: string;
 }
 
-/**
- * Redis names for a (prefixed) lock key. All of them start with a hash tag derived from a digest
- * of the key, so they share a Cluster slot (and so does the key's fence bucket counter, see
- * `fence-buckets.ts`), and braces in the user's key can never pick the slot (Redis uses the
- * first `{...}` only, which is ours). The names are those of earlier versions, so old and new
- * instances running side by side during an upgrade still exclude each other.
- */
-export function redisLockNames(fullKey: string): RedisLockNames {
-  let names = recent.get(fullKey);
-  if (!names) {
-    const tag = tagOf(fullKey);
-    const lock = `{${tag}}${fullKey}`;
-    names = {
-      lock,
-      slot: hashSlot(tag),
-      legacyFence: `${lock}:fence`,
-      queue: `${lock}:queue`,
-      waiters: `${lock}:waiters`,
-      arrivals: `${lock}:arrivals`,
-    };
-    if (recent.size >= RECENT_MAX) recent.clear();
-    recent.set(fullKey, names);
-  }
-  return names;
-}
-
-/**
- * The keys the queue scripts take, in their KEYS order: lock, fence bucket counter, queue,
- * waiter expiries, legacy per-key counter, arrivals, and on a single node (`count` buckets) the
- * bucket-count key (on a Cluster, `count` null: every key is in the lock key's slot).
- */
-export function queueScriptKeys(names: RedisLockNames, count: number | null): string[] {
-  const keys = [
-    names.lock,
-    fenceCounterName(fenceBucket(names.slot, count)),
-    names.queue,
-    names.waiters,
-    names.legacyFence,
-    names.arrivals,
-  ];
-  if (count !== null) keys.push(FENCE_BUCKETS_META);
-  return keys;
-}
-
-/**
- * Just the lock's name and slot, for batched renewals: tens of thousands of held keys a tick
- * would only churn the small cache of recent keys, and building all of a key's names each time
- * was the largest share of a renewal tick's CPU. (`slot` only when asked: a Cluster groups by it.)
- */
-export function lockNameOf(fullKey: string): string {
-  return recent.get(fullKey)?.lock ?? `{${tagOf(fullKey)}}${fullKey}`;
-}
-
-/** The slot of a lock name made by {@link lockNameOf} (CRC16 of its hash tag). */
-export function slotOfLockName(lock: string): number {
-  return hashSlot(lock.slice(1, lock.indexOf('}')));
-}
-
-/** The hash tag of a key: a SHA-1 of it (one-shot `crypto.hash`, cheaper than a Hash object). */
-function tagOf(fullKey: string): string {
-  return hash('sha1', fullKey, 'base64url');
-}
-
-/**
- * The lock key whose legacy per-key fence counter `name` is (`{sha1(key)}key:fence`), or
- * undefined when `name` is not one (a user's key that merely ends in `:fence`).
- */
-export function legacyFenceOwner(name: string): string | undefined {
-  if (!name.startsWith('{') || !name.endsWith(':fence')) return undefined;
-  const end = name.indexOf('}');
-  if (end < 0) return undefined;
-  const fullKey = name.slice(end + 1, -':fence'.length);
-  const tag = createHash('sha1').update(fullKey).digest('base64url');
-  return name.slice(1, end) === tag ? fullKey : undefined;
-}
-
-/** Names of recently used keys: a cycle needs them twice (acquire, release), a SHA-1 each time. */
-const recent = new Map<string, RedisLockNames>();
+/** What the module writes in Redis besides locks, after the prefix. */
+const NAMESPACE = 'nestjs-distributed-lock';
+/** Names of recently used keys kept (a cycle needs them twice, a SHA-1 each time). */
 const RECENT_MAX = 1_000;
+
+/**
+ * Every Redis name the module uses under one `keyPrefix`, so that a Redis user whose ACL allows
+ * only `~<prefix>*` (and `&<prefix>*` for the wake-up channels) can lock:
+ * - a lock: `<prefix>{<tag>}<key>` and its `:queue`, `:waiters`, `:arrivals`. The tag is a
+ *   SHA-1 of the prefixed key, so a lock's names share a Cluster slot, and braces in the key can
+ *   never pick the slot (Redis uses the first `{...}`: ours, unless the prefix has one of its own,
+ *   which then puts every lock in the prefix's slot);
+ * - fence bucket counters: `<prefix>{<T>}nestjs-distributed-lock:fence`, `T` the shortest text
+ *   whose slot is the bucket's (see `fence-buckets.ts`); a lock's tag is 27 characters, so no
+ *   key's name is ever a counter's;
+ * - the bucket count of a single node: `<prefix>nestjs-distributed-lock:fence-buckets`;
+ * - wake-up channels: `<prefix>nestjs-distributed-lock:waiters:<random>`.
+ */
+export class RedisKeyspace {
+  /** The node's bucket-count key (single node and Redlock nodes). */
+  readonly bucketCountKey: string;
+  private readonly recent = new Map<string, RedisLockNames>();
+
+  constructor(
+    /** The module's `keyPrefix`: every key reaching the backend starts with it. */
+    readonly prefix: string,
+  ) {
+    this.bucketCountKey = `${prefix}${NAMESPACE}:fence-buckets`;
+  }
+
+  /** The names of a lock key (prefix included, as the backend receives it). */
+  names(fullKey: string): RedisLockNames {
+    let names = this.recent.get(fullKey);
+    if (!names) {
+      const lock = this.lockName(fullKey);
+      names = {
+        lock,
+        slot: keySlot(lock),
+        queue: `${lock}:queue`,
+        waiters: `${lock}:waiters`,
+        arrivals: `${lock}:arrivals`,
+      };
+      if (this.recent.size >= RECENT_MAX) this.recent.clear();
+      this.recent.set(fullKey, names);
+    }
+    return names;
+  }
+
+  /**
+   * Just the lock's name, for batched renewals: tens of thousands of held keys a tick would only
+   * churn the small cache of recent keys.
+   */
+  lockName(fullKey: string): string {
+    const cached = this.recent.get(fullKey);
+    if (cached) return cached.lock;
+    const rest = fullKey.startsWith(this.prefix) ? fullKey.slice(this.prefix.length) : fullKey;
+    return `${this.prefix}{${hash('sha1', fullKey, 'base64url')}}${rest}`;
+  }
+
+  /** The counter of fence bucket `bucket` (see `fence-buckets.ts`). */
+  counter(bucket: number): string {
+    return `${this.prefix}{${slotTags()[bucket]}}${NAMESPACE}:fence`;
+  }
+
+  /** The counters of buckets 0 .. `count` - 1, in order. */
+  counters(count: number): string[] {
+    return Array.from({ length: count }, (_, bucket) => this.counter(bucket));
+  }
+
+  /** A wake-up channel's name for this process's `id`. */
+  channel(id: string): string {
+    return `${this.prefix}${NAMESPACE}:waiters:${id}`;
+  }
+}
+
+let tags: readonly string[] | undefined;
+
+/**
+ * A hash tag per slot, the first base-36 number whose CRC16 slot it is: searched once, lazily
+ * (about 160 000 CRC16s of 1-4 characters, a few ms), then kept for the life of the process. The
+ * names are fixed by this search order: every instance must name a bucket alike, or fences of
+ * one key would come from two counters.
+ */
+function slotTags(): readonly string[] {
+  if (!tags) {
+    const found = new Array<string>(HASH_SLOTS);
+    let missing = HASH_SLOTS;
+    for (let i = 0; missing > 0; i++) {
+      const tag = i.toString(36);
+      const slot = hashSlot(tag);
+      if (found[slot] === undefined) {
+        found[slot] = tag;
+        missing--;
+      }
+    }
+    tags = found;
+  }
+  return tags;
+}

@@ -1,11 +1,15 @@
 import { LockConfigError } from '../../errors/lock.errors';
-import { loadOptionalPackage } from '../../core/shared/optional-package';
-import type { BackendFactory, SecretRedactor } from '../../core/contract/backend-factory';
+import type { BackendFactory, BackendContext } from '../../core/contract/backend-factory';
 import { checkExactlyOne, checkOptions } from '../../core/shared/options';
 import type { RedisBackendConfig } from '../backend-config';
-import type { RedisLikeClient } from './redis-client';
+import { DEFAULT_FENCE_BUCKETS } from './fence-buckets';
 import { checkFenceBuckets } from './fence-bucket-option';
+import { buildClient, buildCluster } from './port/client-builder';
+import { describeClient, portOf } from './port/client-ports';
+import type { RedisPort } from './port/redis-port';
+import { RedisKeyspace } from './redis-keys';
 import { checkStartup, startOrClose } from './redis-startup';
+import { RedisStore } from './redis-store';
 import { checkRedisUrl } from './redis-url';
 import { RedisLockBackend } from './redis.backend';
 
@@ -14,6 +18,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'url',
   'clusterNodes',
   'client',
+  'driver',
   'redisOptions',
   'clusterOptions',
   'startup',
@@ -24,12 +29,8 @@ const KEYS: ReadonlySet<string> = new Set([
  * so a store that refuses fails at once and one that never answers fails after that.
  */
 const STARTUP_TIMEOUT_MS = 10_000;
-
-/** Shape of the ioredis module we need (it is an optional peer, loaded on first use). */
-interface IoRedisModule {
-  Redis: new (url: string, options?: object) => RedisLikeClient;
-  Cluster: new (nodes: string[], options?: object) => RedisLikeClient;
-}
+/** The client libraries `driver` may name. */
+const DRIVERS: ReadonlySet<unknown> = new Set(['ioredis', 'redis', 'iovalkey']);
 
 /** `type: 'redis'`: exactly one of `url`, `clusterNodes` or `client`. */
 export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
@@ -37,10 +38,25 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     checkOptions(config, KEYS, field, `${field}.`, 'unknown option for a redis backend');
     checkExactlyOne(config, ['url', 'clusterNodes', 'client'], field);
     checkStartup(config.startup, `${field}.startup`);
+    const client = config.client === undefined ? undefined : describeClient(config.client);
+    if (config.client !== undefined && !client) {
+      throw new LockConfigError(
+        `${field}.client`,
+        'must be a Redis client: an ioredis or iovalkey Redis or Cluster, or a node-redis ' +
+          'client or cluster (createClient / createCluster)',
+      );
+    }
+    if (config.driver !== undefined) {
+      if (!DRIVERS.has(config.driver)) {
+        throw new LockConfigError(`${field}.driver`, "must be 'ioredis', 'redis' or 'iovalkey'");
+      }
+      if (config.client !== undefined) {
+        throw new LockConfigError(`${field}.driver`, 'cannot be combined with client');
+      }
+    }
     if (config.fenceBuckets !== undefined) {
       checkFenceBuckets(config.fenceBuckets, `${field}.fenceBuckets`);
-      const cluster = (config.client as { isCluster?: unknown } | undefined)?.isCluster === true;
-      if (config.clusterNodes !== undefined || cluster) {
+      if (config.clusterNodes !== undefined || client?.cluster) {
         // A Cluster keeps one counter per hash slot (scripts must stay in the lock key's slot).
         throw new LockConfigError(
           `${field}.fenceBuckets`,
@@ -58,13 +74,10 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
       }
       config.clusterNodes.forEach((u, i) => checkRedisUrl(u, `${field}.clusterNodes[${i}]`));
     }
-    if (config.client !== undefined && !isRedisClient(config.client)) {
-      throw new LockConfigError(`${field}.client`, 'must be an ioredis Redis or Cluster instance');
-    }
     for (const opt of ['redisOptions', 'clusterOptions'] as const) {
       const v = config[opt];
       if (v !== undefined && (typeof v !== 'object' || v === null || Array.isArray(v))) {
-        throw new LockConfigError(`${field}.${opt}`, 'must be an object of ioredis options');
+        throw new LockConfigError(`${field}.${opt}`, 'must be an object of client options');
       }
       if (v !== undefined && config.client !== undefined) {
         throw new LockConfigError(
@@ -75,65 +88,49 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
     }
   },
 
-  async create(config, name, { redactor }) {
-    const backend = await createBackend(config, name, redactor);
+  async create(config, name, context) {
+    const field = `backends.${name}`;
+    const cluster = config.clusterNodes !== undefined || describeClient(config.client)?.cluster;
+    if (cluster) checkClusterPrefix(context.keyPrefix);
+    const port = config.client ? portOf(config.client)! : await buildPort(config, field);
+    const store = new RedisStore(
+      port,
+      new RedisKeyspace(context.keyPrefix),
+      name,
+      context.redactor,
+      !config.client,
+      config.fenceBuckets ?? DEFAULT_FENCE_BUCKETS,
+    );
+    const backend = new RedisLockBackend(store, port, !config.client);
     if (config.startup === 'fail') {
-      await startOrClose(backend, name, redactor, () => backend.ready(STARTUP_TIMEOUT_MS));
+      await startOrClose(backend, name, context.redactor, () => backend.ready(STARTUP_TIMEOUT_MS));
     }
     return backend;
   },
 };
 
-/** The backend over the client the configuration names (created here unless passed in). */
-async function createBackend(
-  config: RedisBackendConfig,
-  name: string,
-  redactor: SecretRedactor,
-): Promise<RedisLockBackend> {
-  if (config.client) {
-    return new RedisLockBackend(
-      config.client as unknown as RedisLikeClient,
-      false,
-      name,
-      redactor,
-      config.fenceBuckets,
-    );
-  }
-  const field = `backends.${name}`;
-  const { Redis, Cluster } = await loadOptionalPackage<IoRedisModule>(
-    'ioredis',
-    field,
-    'the redis backend',
-    'Redis',
-  );
+/** The client the module makes from `url` or `clusterNodes`. */
+function buildPort(config: RedisBackendConfig, field: string): Promise<RedisPort> {
+  const build = { field, usedFor: 'the redis backend', driver: config.driver };
   if (config.clusterNodes) {
-    const { redisOptions, ...clusterOptions } = config.clusterOptions ?? {};
-    return new RedisLockBackend(
-      new Cluster(config.clusterNodes, {
-        ...clusterOptions,
-        redisOptions: { disconnectTimeout: 200, ...(redisOptions as object | undefined) },
-      }),
-      true,
-      name,
-      redactor,
-    );
+    return buildCluster(config.clusterNodes, { ...build, options: config.clusterOptions });
   }
-  // disconnectTimeout: a dead server's socket never closes; do not hold the exit 2 s for it.
-  return new RedisLockBackend(
-    new Redis(config.url!, { disconnectTimeout: 200, ...config.redisOptions }),
-    true,
-    name,
-    redactor,
-    config.fenceBuckets,
-  );
+  return buildClient(config.url!, { ...build, options: config.redisOptions });
 }
 
-function isRedisClient(value: unknown): boolean {
-  const c = value as Partial<RedisLikeClient> | null;
-  return (
-    typeof c === 'object' &&
-    c !== null &&
-    typeof c.evalsha === 'function' &&
-    typeof c.duplicate === 'function'
+/**
+ * On a Cluster, every name of one lock (and its fence counter) must share a slot: a `{` in
+ * `keyPrefix` must open a non-empty hash tag closed within the prefix (which then puts every
+ * lock in that tag's slot), or Redis would read a tag made of the prefix's tail and ours.
+ */
+function checkClusterPrefix(prefix: BackendContext['keyPrefix']): void {
+  const open = prefix.indexOf('{');
+  if (open < 0) return;
+  const close = prefix.indexOf('}', open + 1);
+  if (close > open + 1) return;
+  throw new LockConfigError(
+    'keyPrefix',
+    'on a Redis Cluster, a "{" in keyPrefix must open a non-empty hash tag closed within the ' +
+      'prefix (for example "{app}:"), so that all of a lock\'s keys share a hash slot',
   );
 }

@@ -1,5 +1,5 @@
 /**
- * A Redlock copy's value is `<token>` (redlock's lock script) or `<token> <fence>` (once the
+ * A Redlock copy's value is `<token>` (the lock round's) or `<token> <fence>` (once the
  * fencing round tagged it); owner tokens contain no space.
  */
 

@@ -1,6 +1,5 @@
 import { LockConfigError } from '../../errors/lock.errors';
 import type { BackendFactory } from '../../core/contract/backend-factory';
-import { loadOptionalPackage } from '../../core/shared/optional-package';
 import {
   checkDuration,
   checkExactlyOne,
@@ -8,22 +7,23 @@ import {
   checkOptions,
 } from '../../core/shared/options';
 import type { RedlockBackendConfig } from '../backend-config';
-import { endpointOf, RedisConnection } from '../redis/redis-connection';
+import { DEFAULT_FENCE_BUCKETS } from '../redis/fence-buckets';
 import { checkFenceBuckets } from '../redis/fence-bucket-option';
+import { buildFailFastClient, type RedisDriver } from '../redis/port/client-builder';
+import { describeClient, portOf } from '../redis/port/client-ports';
+import type { RedisPort } from '../redis/port/redis-port';
+import { RedisKeyspace } from '../redis/redis-keys';
 import { checkStartup, startOrClose } from '../redis/redis-startup';
 import { checkRedisUrl } from '../redis/redis-url';
-import {
-  RedlockLockBackend,
-  type QuorumNode,
-  type Redlock4,
-  type RedlockNode,
-} from './redlock.backend';
-import { REDLOCK_UNLOCK_LUA } from './redlock-scripts';
+import { Quorum } from './quorum';
+import { QuorumNode } from './quorum-node';
+import { RedlockLockBackend } from './redlock.backend';
 
 const KEYS: ReadonlySet<string> = new Set([
   'type',
   'urls',
   'clients',
+  'driver',
   'redisOptions',
   'driftFactor',
   'nodeTimeout',
@@ -32,13 +32,8 @@ const KEYS: ReadonlySet<string> = new Set([
 ]);
 const DEFAULT_DRIFT_FACTOR = 0.01;
 const DEFAULT_NODE_TIMEOUT_MS = 2_000;
-
-interface IoRedisModule {
-  Redis: new (url: string, options?: object) => RedlockNode;
-}
-type RedlockCtor = (new (clients: readonly RedlockNode[], options: object) => Redlock4) & {
-  LockError: unknown;
-};
+/** The client libraries `driver` may name. */
+const DRIVERS: ReadonlySet<unknown> = new Set(['ioredis', 'redis', 'iovalkey']);
 
 /** `type: 'redlock'`: exactly one of `urls` or `clients`. */
 export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
@@ -57,24 +52,17 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       if (new Set(list).size !== list.length)
         throw new LockConfigError(listField, 'lists a node twice');
     } else {
-      list.forEach((c: unknown, i: number) => {
-        const client = c as Partial<RedlockNode> | null;
-        if (typeof client !== 'object' || client === null || typeof client.evalsha !== 'function') {
-          throw new LockConfigError(`${listField}[${i}]`, 'must be an ioredis Redis instance');
+      list.forEach((c: unknown, i: number) => checkNodeClient(c, `${listField}[${i}]`));
+      if (new Set(list).size !== list.length)
+        throw new LockConfigError(listField, 'lists a client twice');
+      for (const opt of ['redisOptions', 'driver'] as const) {
+        if (config[opt] !== undefined) {
+          throw new LockConfigError(`${field}.${opt}`, 'cannot be combined with clients');
         }
-        // A quorum must hear "no" from a dead node at once: a client that queues commands while
-        // disconnected would stall every vote until ioredis gives up (tens of seconds).
-        const options = (client as { options?: { enableOfflineQueue?: unknown } }).options;
-        if (options?.enableOfflineQueue !== false) {
-          throw new LockConfigError(
-            `${listField}[${i}]`,
-            'create Redlock clients with enableOfflineQueue: false (and a commandTimeout), so a down node fails fast',
-          );
-        }
-      });
-      if (config.redisOptions !== undefined) {
-        throw new LockConfigError(`${field}.redisOptions`, 'cannot be combined with clients');
       }
+    }
+    if (config.driver !== undefined && !DRIVERS.has(config.driver)) {
+      throw new LockConfigError(`${field}.driver`, "must be 'ioredis', 'redis' or 'iovalkey'");
     }
     const drift = config.driftFactor;
     if (drift !== undefined && (typeof drift !== 'number' || !(drift >= 0 && drift < 0.5))) {
@@ -89,83 +77,73 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       checkObject(config.redisOptions, `${field}.redisOptions`);
   },
 
-  async create(config, name, { redactor }) {
+  async create(config, name, context) {
     const field = `backends.${name}`;
-    // redlock 4 is a CommonJS module whose export is the class itself.
-    const Redlock = await loadOptionalPackage<RedlockCtor>(
-      'redlock',
-      field,
-      'the redlock backend',
-      'LockError',
-    );
+    const { redactor } = context;
     const nodeTimeout = config.nodeTimeout ?? DEFAULT_NODE_TIMEOUT_MS;
-    let clients: RedlockNode[];
-    if (config.clients) {
-      clients = config.clients as unknown as RedlockNode[];
-    } else {
-      const { Redis } = await loadOptionalPackage<IoRedisModule>(
-        'ioredis',
-        field,
-        'the redlock backend',
-        'Redis',
-      );
-      // Fail fast on a down node instead of queueing: a quorum algorithm must hear "no" at once
-      // from a dead node, not wait for it to come back.
-      clients = config.urls!.map(
-        (url) =>
-          new Redis(url, {
-            enableOfflineQueue: false,
-            maxRetriesPerRequest: 0,
-            connectTimeout: nodeTimeout,
-            commandTimeout: nodeTimeout,
-            retryStrategy: (times: number) => Math.min(50 * times, 1_000),
-            // A dead node's socket never closes: do not keep the process alive 2 s for it on exit.
-            disconnectTimeout: 200,
-            ...config.redisOptions,
-          }),
-      );
-    }
-    // Listening before anything else: a node already down would otherwise print raw
-    // "[ioredis] Unhandled error event" stacks on stderr while the others connect.
-    const nodes: QuorumNode[] = clients.map((client) => {
-      const label = endpointOf(client, redactor);
-      const connection = new RedisConnection(
-        client,
-        label,
-        redactor,
-        `redlock backend "${name}" node ${label}`,
-        config.clients ? 'unhandled' : 'always',
-      );
-      return { client, connection, label };
-    });
+    const ports: RedisPort[] = config.clients
+      ? config.clients.map((client) => portOf(client)!)
+      : await Promise.all(
+          config.urls!.map((url) =>
+            buildFailFastClient(url, {
+              field,
+              usedFor: 'the redlock backend',
+              driver: config.driver as RedisDriver | undefined,
+              options: config.redisOptions,
+              nodeTimeout,
+            }),
+          ),
+        );
+    const keyspace = new RedisKeyspace(context.keyPrefix);
+    // Watching before anything else: a node already down would otherwise print raw
+    // "Unhandled error event" stacks on stderr while the others connect.
+    const nodes = ports.map(
+      (port) =>
+        new QuorumNode(
+          port,
+          keyspace,
+          name,
+          redactor,
+          !config.clients,
+          config.fenceBuckets ?? DEFAULT_FENCE_BUCKETS,
+        ),
+    );
     // Give each node a moment to connect (commands are not queued): until it is ready or known
     // to be down, at most nodeTimeout. A down node is fine with 'degraded'.
     if (!config.clients) await Promise.all(nodes.map((n) => n.connection.settled(nodeTimeout)));
-    // retryCount 0: the core owns waiting (v4 also ignores a per-call retryCount of 0).
-    const redlock = new Redlock(clients, {
-      driftFactor: config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
-      retryCount: 0,
-      retryDelay: 0,
-      retryJitter: 0,
-      // Copies are tagged `<token> <fence>` after the grant: release compares the token part.
-      unlockScript: () => REDLOCK_UNLOCK_LUA,
-    });
-    (redlock as unknown as { on(e: string, cb: () => void): void }).on(
-      'clientError',
-      () => undefined,
-    );
     const backend = new RedlockLockBackend(
-      redlock,
-      nodes,
+      new Quorum(nodes, name, redactor, nodeTimeout),
+      keyspace,
       !config.clients,
       name,
       config.driftFactor ?? DEFAULT_DRIFT_FACTOR,
-      nodeTimeout,
-      redactor,
-      config.fenceBuckets,
     );
-    if (config.startup === 'fail')
+    if (config.startup === 'fail') {
       await startOrClose(backend, name, redactor, () => backend.ready());
+    }
     return backend;
   },
 };
+
+/**
+ * One of `clients`: a single node's client (not a Cluster's) that does not queue commands while
+ * disconnected: a quorum algorithm must hear "no" from a dead node at once, not wait for it to
+ * come back (a client that queues stalls every vote until it gives up, tens of seconds).
+ */
+function checkNodeClient(client: unknown, field: string): void {
+  const described = describeClient(client);
+  if (!described || described.cluster) {
+    throw new LockConfigError(
+      field,
+      "must be one Redis node's client: an ioredis or iovalkey Redis, or a node-redis client",
+    );
+  }
+  if (portOf(client)!.queuesOffline !== false) {
+    throw new LockConfigError(
+      field,
+      'create Redlock clients without an offline queue (ioredis and iovalkey: ' +
+        'enableOfflineQueue: false and a commandTimeout; node-redis: disableOfflineQueue: true), ' +
+        'so a down node fails fast',
+    );
+  }
+}

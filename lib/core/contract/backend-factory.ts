@@ -21,6 +21,13 @@ export interface BackendContext {
    * errors: every log line and error a backend writes itself goes through it.
    */
   readonly redactor: SecretRedactor;
+  /**
+   * The module's `keyPrefix`: every key reaching the backend starts with it, and a backend puts
+   * every name it writes in the store under it (a store user's permissions may allow no other).
+   */
+  readonly keyPrefix: string;
+  /** The module's default lease (`defaults.ttl`), in ms. */
+  readonly defaultTtl: number;
 }
 
 /** Keeps a configuration's secrets out of text and errors (see `BackendContext.redactor`). */

@@ -111,8 +111,13 @@ export async function buildLockRuntime(
 
   // Every secret of every backend's configuration, known before anything can fail or log.
   const redactor = Redactor.of(backendsIn);
-  const context: BackendContext = { resolve, redactor };
   const settings = { ...readSettings(options, names), redactor };
+  const context: BackendContext = {
+    resolve,
+    redactor,
+    keyPrefix: settings.keyPrefix,
+    defaultTtl: settings.ttl,
+  };
   const metrics = options.metrics === undefined ? true : checkBoolean(options.metrics, 'metrics');
 
   // Only now, with everything validated, touch the outside world.

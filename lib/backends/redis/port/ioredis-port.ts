@@ -74,12 +74,10 @@ class IoConnection implements ConnectionPort {
   }
 
   watch(events: ConnectionEvents): () => void {
-    const error = (err: unknown): void => events.error(clusterFailure(err) ?? err);
     const listeners: Array<[string, (...args: never[]) => void]> = [
       ['ready', () => events.ready()],
-      ['error', error],
-      // A Cluster's one node failing: its reason, kept for the close that may follow.
-      ['node error', error],
+      ['error', (err: unknown) => events.error(clusterFailure(err) ?? err)],
+      ['node error', (err: unknown) => events.error(err, true)],
       ['close', () => events.closed()],
       ['end', () => events.ended()],
     ];

@@ -98,10 +98,11 @@ export interface ConnectionEvents {
   ready(): void;
   /**
    * The client reported an error: a connection error (`ECONNREFUSED`, `WRONGPASS` during the
-   * handshake, a Cluster that reached no node) or one node's error of a Cluster. Whether it
-   * took the connection down is told by {@link closed} and by `isReady()`.
+   * handshake, a Cluster that reached no node), or with `nodeOnly` one node's error of a Cluster
+   * (a reason kept for the close that may follow, never by itself a sign that the whole client is
+   * down). Whether it took the connection down is told by {@link closed} and by `isReady()`.
    */
-  error(err: unknown): void;
+  error(err: unknown, nodeOnly?: boolean): void;
   /** The connection closed and the client will try again. */
   closed(): void;
   /** The client gave up for good (closed by its owner, or out of retries). */

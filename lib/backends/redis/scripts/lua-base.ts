@@ -1,0 +1,51 @@
+// Lua every Redis-family script starts from. Keys and tokens reach the scripts only as KEYS and
+// ARGV, never spliced into the text, so no key content can change what runs. Scripts call no
+// `redis.replicate_commands()`: Redis 5 and later replicate a script's effects, not the script.
+
+/**
+ * Lua on lock values, needing no KEYS.
+ * - `foreign(kind)`: refuses to go on (error "FOREIGN <kind>") because the key holds something
+ *   this module did not write; nothing of it is changed.
+ * - `mutexValue(v)`: the owner token and fence of a mutex's value `<token> <fence>` (a token of
+ *   at least 16 characters without a space), or nil when `v` is no such value.
+ */
+export const VALUES_LUA = `
+local function foreign(kind) error({err = 'FOREIGN ' .. kind}) end
+local function mutexValue(v)
+  local token, fence = string.match(v, '^(%S+) (%d+)$')
+  if token and #token >= 16 then return token, tonumber(fence) end
+  return nil
+end
+`;
+
+/**
+ * Lua on fence bucket counters (see `fence-buckets.ts`).
+ * - `checkBuckets(meta, want, init)`: refuses (error "FENCEBUCKETS <n>") to go on when the
+ *   node's counters are laid out for another bucket count (`meta` nil on a Cluster: one counter
+ *   per slot, no check); `init` records `want` on a node that has no count yet (fresh, or
+ *   restarted empty).
+ * - `lastFence(counter)`: the bucket's counter, at least the last fence any key of the bucket
+ *   was granted (0 when none was).
+ */
+export const FENCES_LUA = `
+local function checkBuckets(meta, want, init)
+  if not meta then return end
+  local have = redis.call('get', meta)
+  if not have then
+    if init then redis.call('set', meta, want) end
+  elseif have ~= want then
+    error({err = 'FENCEBUCKETS ' .. have})
+  end
+end
+local function lastFence(counter)
+  return tonumber(redis.call('get', counter) or '0') or 0
+end
+`;
+
+/** `serverNow()`: the server's clock in ms, so that no client's clock matters. */
+export const TIME_LUA = `
+local function serverNow()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;

@@ -1,0 +1,97 @@
+import { Logger } from '@nestjs/common';
+import type { SecretRedactor } from '../../core/contract/backend-factory';
+import { FenceBucketCount } from '../redis/fence-bucket-count';
+import { fenceBucket } from '../redis/fence-buckets';
+import type { RedisPort, RedisScript, ScriptCall } from '../redis/port/redis-port';
+import { RedisConnection } from '../redis/redis-connection';
+import type { RedisKeyspace, RedisLockNames } from '../redis/redis-keys';
+
+/**
+ * One independent Redis node of a Redlock set: its client port, its connection state (a node
+ * known to be down is counted out at once, with its reason), its own fence bucket count (nodes
+ * are independent: each has its own layout), and the name messages give it (`host:port`).
+ */
+export class QuorumNode {
+  /** `host:port`, redacted. */
+  readonly label: string;
+  readonly connection: RedisConnection;
+  readonly #buckets: FenceBucketCount;
+  // ES-private: util.inspect of a lock handle reaches the backend, and must not print a
+  // client's options (its password).
+  readonly #port: RedisPort;
+
+  constructor(
+    port: RedisPort,
+    private readonly keyspace: RedisKeyspace,
+    backendName: string,
+    redactor: SecretRedactor,
+    /** Whether the module made the client (it then logs every connection error). */
+    ownsClient: boolean,
+    fenceBuckets: number,
+  ) {
+    this.#port = port;
+    this.label = redactor.text(port.endpoint);
+    this.connection = new RedisConnection(
+      port,
+      redactor,
+      `redlock backend "${backendName}" node ${this.label}`,
+      ownsClient ? 'always' : 'unhandled',
+    );
+    this.#buckets = new FenceBucketCount(keyspace, fenceBuckets, (message) =>
+      new Logger('LockService').warn(
+        `redlock backend "${backendName}" node ${this.label}: ${message}`,
+      ),
+    );
+  }
+
+  /** Whether the client queues commands while disconnected (a quorum must not wait on it). */
+  get queuesOffline(): boolean | undefined {
+    return this.#port.queuesOffline;
+  }
+
+  /** A script through the connection. */
+  run(
+    script: RedisScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    return this.connection.run(() => this.#port.evalScript(script, keys, args));
+  }
+
+  /** Many calls of one script in one batch, through the connection. */
+  batch(script: RedisScript, calls: readonly ScriptCall[]): Promise<unknown[]> {
+    return this.connection.run(() => this.#port.evalBatch(script, calls));
+  }
+
+  /** A plain command through the connection (PING, INFO). */
+  command(args: readonly string[]): Promise<unknown> {
+    return this.connection.run(() => this.#port.command(args));
+  }
+
+  /**
+   * A script on a lock's copy and its fence bucket counter: KEYS `[...lead, counter, count key]`
+   * (`lead`: what precedes the counter, `counterFirst` puts it first), ARGV `[...args, count]`,
+   * run with the node's bucket count (its first call moves the node to the configured count).
+   */
+  fenced(
+    script: RedisScript,
+    names: RedisLockNames,
+    counterFirst: boolean,
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    return this.#buckets.run(
+      (s, keys, argv) => this.run(s, keys, argv),
+      (count) => {
+        const counter = this.keyspace.counter(fenceBucket(names.slot, count));
+        const lead = counterFirst ? [counter, names.lock] : [names.lock, counter];
+        return this.run(script, [...lead, this.keyspace.bucketCountKey], [...args, count]);
+      },
+    );
+  }
+
+  /** Ends the client (only for clients the module made) and stops watching it. */
+  async close(ownsClient: boolean): Promise<void> {
+    if (ownsClient) await this.#port.close();
+    this.connection.detach();
+  }
+}
