@@ -129,9 +129,7 @@ describe('redis faults', () => {
       const subscribers = async () =>
         (
           await redisCommand(node.port, 'PUBSUB', 'CHANNELS', 'nestjs-distributed-lock:waiters:*')
-        ).split(
-          '\r\n',
-        )[0];
+        ).split('\r\n')[0];
       const until = now() + 3_000;
       while ((await subscribers()) !== '*1' && now() < until) await sleep(50);
       expect(await subscribers()).toBe('*1');
@@ -146,6 +144,52 @@ describe('redis faults', () => {
       expect(lock.fence).toBeGreaterThan(held.fence!);
       await lock.release();
     });
+  }, 30_000);
+});
+
+describe('one renewal in flight per lease (redis-semaphore: "should not call _refresh if already refreshing")', () => {
+  it('a renewal stuck behind a paused server past its bound holds back the next until it is answered', async () => {
+    const node = await startRedisNode();
+    const t = await createLockApp({
+      backends: { r: { type: 'redis', url: node.url } },
+      operationTimeout: 300,
+    });
+    try {
+      const backend = t.manager.getBackend('r');
+      const extendMany = backend.extendMany!.bind(backend);
+      let inFlight = 0;
+      let most = 0;
+      let sent = 0;
+      backend.extendMany = async (requests) => {
+        sent++;
+        most = Math.max(most, ++inFlight);
+        try {
+          return await extendMany(requests);
+        } finally {
+          inFlight--;
+        }
+      };
+      const lock = await t.locks.acquire('stuck', { ttl: 3_000 }); // renewed after ~1 s
+      await sleep(800);
+      process.kill(node.pid()!, 'SIGSTOP');
+      try {
+        // The renewal at ~1 s waits on the paused server; its 300 ms bound passes and a retry
+        // comes due (a third of what is left of the lease) well within the pause.
+        await sleep(1_500);
+        expect(sent).toBe(1);
+      } finally {
+        process.kill(node.pid()!, 'SIGCONT');
+      }
+      const until = now() + 2_000;
+      while (sent < 2 && now() < until) await sleep(20);
+      expect(sent).toBe(2); // the retry went out once the stuck one was answered
+      expect(most).toBe(1);
+      expect(lock.isHeld()).toBe(true);
+      await lock.release();
+    } finally {
+      await t.close();
+      await node.stop();
+    }
   }, 30_000);
 });
 

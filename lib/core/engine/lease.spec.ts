@@ -196,6 +196,67 @@ describe('Lease watchdog', () => {
   });
 });
 
+describe('Lease: one renewal in flight', () => {
+  it('a renewal still waiting on a stalled store after its bound holds back the next one until it settles', async () => {
+    const store = new FakeStore();
+    let answer!: (ok: boolean) => void;
+    let inFlight = 0;
+    let most = 0;
+    store.answerExtend = () => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      return new Promise<boolean>((resolve) => {
+        answer = (ok) => {
+          inFlight--;
+          resolve(ok);
+        };
+      });
+    };
+    // ttl 600: renewals every 200 ms; each call is bounded at 50 ms, then retried sooner.
+    const { lease, host } = grant(store, { ttl: 600, operationTimeout: 50 });
+    lease.start();
+    await until(() => store.extends.length === 1);
+    await sleep(350); // bound passed long ago, several retries would have been due
+    expect(host.errors.length).toBeGreaterThanOrEqual(1); // the timeout was reported
+    expect(store.extends).toHaveLength(1);
+    answer(true); // the stalled request is answered at last: the next goes out
+    await until(() => store.extends.length === 2);
+    answer(true);
+    expect(most).toBe(1);
+    expect(lease.state).toBe('held');
+  });
+
+  it('extend() waits for a renewal in flight before sending its own', async () => {
+    const store = new FakeStore();
+    const answers: Array<(ok: boolean) => void> = [];
+    store.answerExtend = () => new Promise<boolean>((resolve) => answers.push(resolve));
+    const { lease } = grant(store, { ttl: 300, operationTimeout: 1_000 });
+    lease.start();
+    await until(() => store.extends.length === 1); // the watchdog's renewal, pending
+    const extending = lease.extend(900);
+    await sleep(30);
+    expect(store.extends).toHaveLength(1);
+    answers[0](true);
+    await until(() => store.extends.length === 2);
+    expect(store.extends[1].ttl).toBe(900);
+    answers[1](true);
+    await extending;
+    expect(lease.ttl).toBe(900);
+  });
+
+  it('extend() fails (store error, lease kept) when the renewal in flight outlasts its bound', async () => {
+    const store = new FakeStore();
+    store.answerExtend = () => new Promise<boolean>(() => undefined);
+    const { lease } = grant(store, { ttl: 3_000, operationTimeout: 60 });
+    lease.start(true); // hand-over: renewed after a third of the validity (1 s)
+    const first = lease.extend(3_000); // never answered
+    await expect(first).rejects.toBeInstanceOf(LockBackendError);
+    await expect(lease.extend(3_000)).rejects.toBeInstanceOf(LockBackendError);
+    expect(store.extends).toHaveLength(1);
+    expect(lease.state).toBe('held');
+  });
+});
+
 describe('Lease deadline', () => {
   it('isHeld turns false at the deadline and marks the lease lost (no timer needed)', async () => {
     const { lease, host } = grant(new FakeStore(), { ttl: 60, autoRenew: false });

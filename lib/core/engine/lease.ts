@@ -116,6 +116,13 @@ export class Lease implements ScheduledLease {
    */
   private renewFrom = NOT_SCHEDULED;
   private renewing = false;
+  /**
+   * The store call renewing or extending this lease that has not settled yet. It may outlive
+   * its bound (`operationTimeout`: the caller was answered with a timeout while the request
+   * still waits behind a stalled server); no other renewal is sent until it settles, so one
+   * lease never has two renewals in flight.
+   */
+  private inFlight?: Promise<unknown>;
 
   constructor(
     private readonly host: LeaseHost,
@@ -193,14 +200,25 @@ export class Lease implements ScheduledLease {
     else this.watch();
   }
 
-  /** Renews now to `ttl`; `LockLostError` if the backend says it is no longer ours. */
+  /**
+   * Renews now to `ttl`; `LockLostError` if the backend says it is no longer ours. A renewal
+   * still in flight is waited for first (within the same bound).
+   */
   async extend(ttl: number): Promise<void> {
     if (!this.isHeld()) throw this.lostError('no longer held');
-    const sentAt = monotonicNow();
+    let sentAt = monotonicNow();
     let ok: boolean;
     try {
-      ok = await this.bounded(this.info.backend.extend(this.info.fullKey, this.info.token, ttl));
+      if (this.inFlight) {
+        await this.bounded(this.inFlight.then(ignore, ignore));
+        if (!this.isHeld()) throw this.lostError('lost while a renewal was in flight');
+        sentAt = monotonicNow();
+      }
+      const call = this.info.backend.extend(this.info.fullKey, this.info.token, ttl);
+      this.sending(call);
+      ok = await this.bounded(call);
     } catch (err) {
+      if (err instanceof LockLostError) throw err;
       const error = this.host.storeError(this, 'extend failed', err);
       this.host.reportError(this, 'extend failed', error);
       throw error;
@@ -258,16 +276,31 @@ export class Lease implements ScheduledLease {
     const keepFor = keep ? this.acquiredAt + this.info.lockAtLeastFor - monotonicNow() : 0;
     if (keepFor >= 1) {
       if (!backend.capabilities.leaseBased) return { outcome: 'deferred', keepForMs: keepFor };
-      // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor.
-      // At least a short floor: a lease of a few ms is refused by stores that subtract clock
-      // drift (Redlock), and keeping the lock a little longer than asked is harmless.
+      // Leave the lock to expire by itself at acquiredAt + lockAtLeastFor: after any renewal
+      // in flight, which would otherwise lengthen it again. At least a short floor: a lease of
+      // a few ms is refused by stores that subtract clock drift (Redlock), and keeping the lock
+      // a little longer than asked is harmless.
+      if (this.inFlight) await this.bounded(this.inFlight.then(ignore, ignore)).catch(ignore);
+      const keepMs = this.acquiredAt + this.info.lockAtLeastFor - monotonicNow();
       const ok = await this.bounded(
-        backend.extend(fullKey, token, Math.max(Math.ceil(keepFor), MIN_KEEP_MS)),
+        backend.extend(fullKey, token, Math.max(Math.ceil(keepMs), MIN_KEEP_MS)),
       );
       return ok ? KEPT : LOST;
     }
     const ok = await this.bounded(backend.release(fullKey, token));
     return ok ? RELEASED : LOST;
+  }
+
+  /** @inheritdoc */
+  sending(call: Promise<unknown>): void {
+    this.inFlight = call;
+    const settled = (): void => {
+      if (this.inFlight !== call) return;
+      this.inFlight = undefined;
+      // A renewal that came due meanwhile goes out now.
+      if (this.state === 'held' && this.renewAt !== NOT_SCHEDULED) this.watch();
+    };
+    call.then(settled, settled);
   }
 
   /** A store call that cannot hang the caller: it fails after `operationTimeout`. */
@@ -325,7 +358,7 @@ export class Lease implements ScheduledLease {
   /** The next renewal, deadline or maxHold, whichever comes first. */
   private nextAt(): number {
     return Math.min(
-      this.renewing || this.renewAt === NOT_SCHEDULED ? Infinity : this.renewAt,
+      this.renewing || this.inFlight || this.renewAt === NOT_SCHEDULED ? Infinity : this.renewAt,
       this.deadline,
       this.giveUpAt ?? Infinity,
     );
@@ -346,7 +379,12 @@ export class Lease implements ScheduledLease {
       );
       return Infinity;
     }
-    if (this.renewAt !== NOT_SCHEDULED && !this.renewing && now >= this.renewFrom) {
+    if (
+      this.renewAt !== NOT_SCHEDULED &&
+      !this.renewing &&
+      this.inFlight === undefined &&
+      now >= this.renewFrom
+    ) {
       this.renewAt = NOT_SCHEDULED;
       this.renewFrom = NOT_SCHEDULED;
       this.renewing = true;
@@ -381,6 +419,9 @@ export class Lease implements ScheduledLease {
     this.host.reportRenewed(this);
   }
 }
+
+/** Swallows a settled call's outcome (only its settling is waited for). */
+function ignore(): void {}
 
 /** Renewal period: a third of the validity, so two renewals may fail before the lease runs out. */
 function renewalPeriod(backend: LockBackend, ttl: number): number {

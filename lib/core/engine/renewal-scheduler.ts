@@ -19,6 +19,11 @@ export interface ScheduledLease {
   renewalRequest(): GrantRequest;
   /** The answer to a renewal sent at `sentAt` for `ttl`: true, false, or why it failed. */
   renewed(sentAt: number, ttl: number, result: unknown): void;
+  /**
+   * The store call renewing this lease, sent: no other renewal of it goes out until it settled,
+   * even when its answer came too late for its bound.
+   */
+  sending(call: Promise<unknown>): void;
 }
 
 /**
@@ -118,7 +123,9 @@ export class RenewalScheduler {
           const { key, token, ttlMs } = lease.renewalRequest();
           let result: unknown;
           try {
-            result = await this.bounded(backend.extend(key, token, ttlMs));
+            const call = backend.extend(key, token, ttlMs);
+            lease.sending(call);
+            result = await this.bounded(call);
           } catch (err) {
             result = err;
           }
@@ -148,7 +155,9 @@ export class RenewalScheduler {
     const sentAt = monotonicNow();
     let results: readonly unknown[];
     try {
-      results = await this.bounded(extendMany(requests));
+      const call = extendMany(requests);
+      for (const lease of chunk) lease.sending(call);
+      results = await this.bounded(call);
       if (results.length !== requests.length) {
         throw new Error(
           `extendMany answered ${results.length} results for ${requests.length} requests`,
