@@ -62,7 +62,7 @@ export function sqlTarget(kind: DbKind, strategy: SqlStrategy): InputPropertyTar
   const conformance = typeormTarget(kind, strategy);
   return {
     name: conformance.name,
-    setup: () => conformance.setup(),
+    setup: () => conformance.setup(''),
     ...ON_A_STORE,
     capacity: conformance.capabilities.leaseBased ? undefined : (config) => poolSizeOf(config) - 1,
   };

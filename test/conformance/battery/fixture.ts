@@ -17,8 +17,17 @@ import { expectLockLost, expectNotAcquired } from '../../support/lock-checks';
 export interface ConformanceTarget {
   /** label used in describe() */
   name: string;
-  /** create a fresh backend config for one test app; called in beforeAll */
-  setup(): Promise<{ config: LockBackendConfig; teardown?: () => Promise<void> }>;
+  /**
+   * Creates a fresh backend config for one test app; called in beforeAll with the module's key
+   * prefix the battery's apps use (a store user's permissions may name it).
+   */
+  setup(prefix: string): Promise<{ config: LockBackendConfig; teardown?: () => Promise<void> }>;
+  /**
+   * The battery's concerns to run (by name, e.g. `mutualExclusion`, `fencing`, `waiting`,
+   * `lostLock`); absent: all of them. A target that runs a subset is one of several targets
+   * of the same store, the full battery running on another.
+   */
+  concerns?: readonly ConcernName[];
   /**
    * What the backend is meant to declare. The battery asserts `backend.capabilities` equals
    * it, and every case that depends on a capability reads it from here, so a declaration can
@@ -44,6 +53,23 @@ export interface ConformanceTarget {
    */
   batchedRenewal?: boolean;
 }
+
+/** The names of the battery's concerns (see `lock-conformance.ts`). */
+export type ConcernName =
+  | 'capabilities'
+  | 'mutualExclusion'
+  | 'leaseLifetime'
+  | 'ownership'
+  | 'fencing'
+  | 'waiting'
+  | 'cancellation'
+  | 'multiKey'
+  | 'lostLock'
+  | 'renewalBatching'
+  | 'health'
+  | 'keyContent'
+  | 'admin'
+  | 'sharing';
 
 /** Name of the single backend every conformance app configures. */
 export const BACKEND = 'b';
@@ -75,7 +101,7 @@ export class LockFixture {
   constructor(readonly target: ConformanceTarget) {
     this.ttl = target.shortTtl;
     beforeAll(async () => {
-      const created = await target.setup();
+      const created = await target.setup(this.prefix);
       this.config = created.config;
       this.teardown = created.teardown;
       this.app = await this.newApp();
