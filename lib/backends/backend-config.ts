@@ -55,6 +55,16 @@ export interface RedisBackendConfig {
    * safe: the first instance started with a new value raises the new counters above the old.
    */
   fenceBuckets?: number;
+  /**
+   * How long after a Redis node (re)started it grants no lock, in ms (default: the module's
+   * `defaults.ttl`, and at least every ttl a lock here asked for; `false`: off). A node restarted
+   * without its data has forgotten the locks it granted while their holders still believe they
+   * hold them; once it has been up longer than any lease it could have granted, they have all
+   * ended. Read from the node's uptime when a connection is made or remade. Set it to the
+   * longest ttl any instance uses, or `false` for a node that keeps every write (AOF with
+   * `appendfsync always`). Not for a Cluster.
+   */
+  restartGuard?: number | false;
 }
 
 /**
@@ -90,6 +100,14 @@ export interface RedlockBackendConfig {
   startup?: 'fail' | 'degraded';
   /** Fence counters kept on each node (default 4096, 1 to 16384), as for a single Redis. */
   fenceBuckets?: number;
+  /**
+   * How long after a node (re)started it does not count towards a quorum, in ms (default: the
+   * module's `defaults.ttl`, and at least every ttl a lock here asked for; `false`: off). A node
+   * restarted without its data has forgotten the copies it held, so the lock could rest on too
+   * few nodes: until it has been up longer than any lease, its vote is not counted. See the
+   * redis backend's `restartGuard`.
+   */
+  restartGuard?: number | false;
 }
 
 /**

@@ -96,6 +96,12 @@ export interface AppConfig {
     waitMs: number;
     /** Connection pool of a postgres/mariadb lock backend (each held lock may pin one). */
     poolSize: number;
+    /**
+     * Redis and Redlock: ms a node that (re)started grants nothing (the library's
+     * `restartGuard`); `false` (LOCK_RESTART_GUARD_MS=off) for a node that keeps its data.
+     * Default: the lock ttl.
+     */
+    restartGuardMs: number | false;
   };
   /** How deductions are protected. */
   mode: DeductMode;
@@ -151,6 +157,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       'LOCK_BACKEND=redlock needs comma-separated redis:// URLs',
     );
   }
+  const ttlMs = integer(env, 'LOCK_TTL_MS', 10_000, 100, 3_600_000);
   const tablePrefix = env.TABLE_PREFIX ?? '';
   if (tablePrefix !== '' && !TABLE_PREFIX.test(tablePrefix)) {
     throw new ConfigError('TABLE_PREFIX', `must match ${TABLE_PREFIX}, got "${tablePrefix}"`);
@@ -169,9 +176,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
       redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
       redlockUrls,
       zkConnect: env.ZK_CONNECT || '127.0.0.1:2181',
-      ttlMs: integer(env, 'LOCK_TTL_MS', 10_000, 100, 3_600_000),
+      ttlMs,
       waitMs: integer(env, 'LOCK_WAIT_MS', 10_000, 0, 3_600_000),
       poolSize: integer(env, 'LOCK_POOL_SIZE', 20, 2, 1_000),
+      restartGuardMs:
+        env.LOCK_RESTART_GUARD_MS === 'off'
+          ? false
+          : integer(env, 'LOCK_RESTART_GUARD_MS', ttlMs, 0, 86_400_000),
     },
     mode: oneOf(env, 'DEDUCT_MODE', DEDUCT_MODES, 'lock'),
     segments: integer(env, 'SEGMENTS', 1, 1, 64),

@@ -27,9 +27,9 @@ function backendConfig(config: AppConfig, store: DataSource): LockBackendConfig 
       // In-process only: two app processes on `memory` do not exclude each other at all.
       return { type: 'memory' };
     case 'redis':
-      return { type: 'redis', url: lock.redisUrl };
+      return { type: 'redis', url: lock.redisUrl, restartGuard: lock.restartGuardMs };
     case 'redlock':
-      return { type: 'redlock', urls: lock.redlockUrls };
+      return { type: 'redlock', urls: lock.redlockUrls, restartGuard: lock.restartGuardMs };
     case 'zookeeper':
       return { type: 'zookeeper', connectionString: lock.zkConnect, rootPath: '/inventory-locks' };
     case 'sqlite':

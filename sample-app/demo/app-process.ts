@@ -52,6 +52,7 @@ export const CLEAN_APP_ENV: Readonly<Record<string, string>> = Object.fromEntrie
     'LOCK_TTL_MS',
     'LOCK_WAIT_MS',
     'LOCK_POOL_SIZE',
+    'LOCK_RESTART_GUARD_MS',
     'DEDUCT_MODE',
     'SEGMENTS',
     'DEDUCT_WORK_MS',

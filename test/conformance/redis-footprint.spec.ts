@@ -34,7 +34,14 @@ describe('redis (single node): fence buckets and extendMany', () => {
   /** An app on this spec's node; its backend `r`. */
   async function start(fenceBuckets?: number): Promise<{ app: LockTestApp; backend: LockBackend }> {
     const options: LockModuleOptions = {
-      backends: { r: { type: 'redis', url: node.url, ...(fenceBuckets ? { fenceBuckets } : {}) } },
+      backends: {
+        r: {
+          type: 'redis',
+          url: node.url,
+          restartGuard: false,
+          ...(fenceBuckets ? { fenceBuckets } : {}),
+        },
+      },
     };
     const app = await createLockApp(options);
     apps.push(app);

@@ -38,7 +38,7 @@ runLockConformance({
     } finally {
       user.disconnect();
     }
-    return { config: { type: 'redis', url } };
+    return { config: { type: 'redis', url, restartGuard: false } };
   },
   concerns: [
     'capabilities',
@@ -77,7 +77,7 @@ describe('redis: a key holding what the module did not write', () => {
     raw = new Redis(node.url);
     app = await createLockApp({
       keyPrefix: prefix,
-      backends: { r: { type: 'redis', url: node.url } },
+      backends: { r: { type: 'redis', url: node.url, restartGuard: false } },
     });
     app.locks.on('error', (event) => errors.push(event));
   });

@@ -177,7 +177,9 @@ describe('redis wait queue', () => {
       '+@all',
     );
     const options: LockModuleOptions = {
-      backends: { r: { type: 'redis', url: `redis://nosub:pw@127.0.0.1:${node.port}` } },
+      backends: {
+        r: { type: 'redis', url: `redis://nosub:pw@127.0.0.1:${node.port}`, restartGuard: false },
+      },
     };
     const a = await createLockApp(options);
     const b = await createLockApp(options);

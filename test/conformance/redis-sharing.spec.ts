@@ -35,7 +35,7 @@ async function singleNode(): Promise<Store> {
   return {
     raw,
     masters: [raw],
-    options: { backends: { r: { type: 'redis', url: node.url } } },
+    options: { backends: { r: { type: 'redis', url: node.url, restartGuard: false } } },
     stop: async () => {
       raw.disconnect();
       await node.stop();

@@ -34,6 +34,7 @@ describe('redlock: fence buckets per node and extendMany', () => {
         q: {
           type: 'redlock',
           urls: nodes.map((n) => n.url),
+          restartGuard: false,
           ...(fenceBuckets ? { fenceBuckets } : {}),
         },
       },

@@ -59,7 +59,7 @@ describe('LockHealthIndicator (terminus) over real stores', () => {
     t = await createLockApp(
       {
         backends: {
-          cache: { type: 'redis', url: redis.url },
+          cache: { type: 'redis', url: redis.url, restartGuard: false },
           zk: { type: 'zookeeper', connectionString: zk.connectString, sessionTimeout: 6_000 },
           db: {
             type: 'typeorm',

@@ -16,7 +16,9 @@ describe('redis backend clients and connection options', () => {
     const node = await startRedisNode();
     const client = new Redis(node.url);
     try {
-      const t = await createLockApp({ backends: { r: { type: 'redis', client } } });
+      const t = await createLockApp({
+        backends: { r: { type: 'redis', client, restartGuard: false } },
+      });
       const lock = await t.locks.acquire('mine');
       expect(await client.exists(await firstKeyMatching(client, '*mine'))).toBe(1);
       await lock.release();
@@ -33,7 +35,9 @@ describe('redis backend clients and connection options', () => {
     const cluster = await startRedisCluster(3);
     const client = new Cluster(cluster.seeds);
     try {
-      const t = await createLockApp({ backends: { r: { type: 'redis', client } } });
+      const t = await createLockApp({
+        backends: { r: { type: 'redis', client, restartGuard: false } },
+      });
       const lock = await t.locks.acquire('{brace} key');
       expect(typeof lock.fence).toBe('number');
       await lock.release();
@@ -54,20 +58,35 @@ describe('redis backend clients and connection options', () => {
     expect(await redisCommand(node.port, 'CONFIG', 'SET', 'requirepass', 's3cret')).toBe('+OK\r\n');
     try {
       const byUrl = await createLockApp({
-        backends: { r: { type: 'redis', url: `redis://:s3cret@127.0.0.1:${node.port}` } },
+        backends: {
+          r: { type: 'redis', url: `redis://:s3cret@127.0.0.1:${node.port}`, restartGuard: false },
+        },
       });
       await (await byUrl.locks.acquire('a')).release();
       await byUrl.close();
 
       const byOptions = await createLockApp({
-        backends: { r: { type: 'redis', url: node.url, redisOptions: { password: 's3cret' } } },
+        backends: {
+          r: {
+            type: 'redis',
+            url: node.url,
+            redisOptions: { password: 's3cret' },
+            restartGuard: false,
+          },
+        },
       });
       await (await byOptions.locks.acquire('b')).release();
       await byOptions.close();
 
       // An ACL user.
       const byAcl = await createLockApp({
-        backends: { r: { type: 'redis', url: `redis://locker:pw@127.0.0.1:${node.port}` } },
+        backends: {
+          r: {
+            type: 'redis',
+            url: `redis://locker:pw@127.0.0.1:${node.port}`,
+            restartGuard: false,
+          },
+        },
       });
       const lock = await byAcl.locks.acquire('c');
       expect(lock.isHeld()).toBe(true);

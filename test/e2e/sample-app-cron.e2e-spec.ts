@@ -178,7 +178,7 @@ beforeAll(async () => {
   // A private Redis: the key `inventory:report-job` on a shared server could be held by
   // another run's app, which would make this run's processes skip ticks.
   redis = await startRedisNode();
-  const sharedEnv = { LOCK_BACKEND: 'redis', REDIS_URL: redis.url };
+  const sharedEnv = { LOCK_BACKEND: 'redis', REDIS_URL: redis.url, LOCK_RESTART_GUARD_MS: 'off' };
   shared = observe([sharedEnv, sharedEnv], SHARED_WINDOW_MS, true);
   control = observe([{ LOCK_BACKEND: 'memory' }, { LOCK_BACKEND: 'memory' }], CONTROL_WINDOW_MS);
   // Each is awaited by its test; until then a failure must not count as unhandled.

@@ -202,7 +202,12 @@ describe('redis down', () => {
 
   it('startup degraded: calls fail fast until the store comes up, then work', async () => {
     const port = await findFreePort();
-    const t = await appOn({ type: 'redis', url: `redis://127.0.0.1:${port}`, startup: 'degraded' });
+    const t = await appOn({
+      type: 'redis',
+      url: `redis://127.0.0.1:${port}`,
+      startup: 'degraded',
+      restartGuard: false,
+    });
     let node: RedisNode | undefined;
     try {
       await expect(t.locks.tryAcquire('k')).rejects.toThrow(/ECONNREFUSED/);
@@ -219,7 +224,7 @@ describe('redis down', () => {
 
   it('killed mid-run with a holder and a waiter: the waiter fails within a second naming why, its method never runs; calls and health name ECONNREFUSED; the holder’s signal aborts by its deadline', async () => {
     const node = await startRedisNode();
-    const t = await appOn({ type: 'redis', url: node.url });
+    const t = await appOn({ type: 'redis', url: node.url, restartGuard: false });
     try {
       const { error, holder, finish } = await killUnderHolderAndWaiter(
         t.app.get(Jobs),
@@ -252,7 +257,7 @@ describe('redis down', () => {
   it('connected but silent (SIGSTOP): a call is bounded by operationTimeout, health by its timeout', async () => {
     const node = await startRedisNode();
     const t = await createLockApp({
-      backends: { b: { type: 'redis', url: node.url } },
+      backends: { b: { type: 'redis', url: node.url, restartGuard: false } },
       operationTimeout: 1_000,
     });
     const pid = node.pid()!;
@@ -277,7 +282,9 @@ describe('redis down', () => {
   });
   it('a call in flight when the connection drops fails at once; if ioredis resends it after the restart, what it took is given back', async () => {
     const node = await startRedisNode();
-    const t = await createLockApp({ backends: { b: { type: 'redis', url: node.url } } });
+    const t = await createLockApp({
+      backends: { b: { type: 'redis', url: node.url, restartGuard: false } },
+    });
     try {
       await (await t.locks.acquire('warm')).release(); // connected and scripts loaded
       process.kill(node.pid()!, 'SIGSTOP'); // the next command is sent, never answered
@@ -378,7 +385,7 @@ describe('redlock down', () => {
     try {
       const urls = nodes.map((n) => n.url);
       await nodes[0].stop();
-      const t = await appOn({ type: 'redlock', urls, startup: 'fail' });
+      const t = await appOn({ type: 'redlock', urls, startup: 'fail', restartGuard: false });
       const lock = await t.locks.acquire('one-down');
       expect(lock.isHeld()).toBe(true);
       await lock.release();
@@ -401,7 +408,12 @@ describe('redlock down', () => {
 
   it('nodes killed mid-run: one down still grants; with the quorum lost a waiter fails within a second naming the nodes, its method never runs', async () => {
     const nodes = await startRedisNodes(3);
-    const t = await appOn({ type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 });
+    const t = await appOn({
+      type: 'redlock',
+      urls: nodes.map((n) => n.url),
+      nodeTimeout: 500,
+      restartGuard: false,
+    });
     try {
       const jobs = t.app.get(Jobs);
       await nodes[0].stop('SIGKILL');

@@ -25,7 +25,9 @@ async function twoAppsOn(
   node: RedisNode,
   work: (a: LockTestApp, b: LockTestApp) => Promise<void>,
 ): Promise<void> {
-  const options: LockModuleOptions = { backends: { r: { type: 'redis', url: node.url } } };
+  const options: LockModuleOptions = {
+    backends: { r: { type: 'redis', url: node.url, restartGuard: false } },
+  };
   const a = await createLockApp(options);
   const b = await createLockApp(options);
   try {
@@ -151,7 +153,7 @@ describe('one renewal in flight per lease (redis-semaphore: "should not call _re
   it('a renewal stuck behind a paused server past its bound holds back the next until it is answered', async () => {
     const node = await startRedisNode();
     const t = await createLockApp({
-      backends: { r: { type: 'redis', url: node.url } },
+      backends: { r: { type: 'redis', url: node.url, restartGuard: false } },
       operationTimeout: 300,
     });
     try {
@@ -197,7 +199,14 @@ describe('redlock faults', () => {
   it('grants with 1 of 3 nodes down; with 2 of 3 down fails fast with a clear error and never grants', async () => {
     const nodes = await startRedisNodes(3);
     const t = await createLockApp({
-      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+      backends: {
+        q: {
+          type: 'redlock',
+          urls: nodes.map((n) => n.url),
+          nodeTimeout: 500,
+          restartGuard: false,
+        },
+      },
     });
     try {
       await nodes[0].stop();
@@ -227,7 +236,14 @@ describe('redlock renewal and answers (found by redis-semaphore and node-redlock
   it('a node restarted empty under a held lock gets its copy back at the next renewal, so losing another node later keeps the lock', async () => {
     const nodes = await startRedisNodes(3);
     const options: LockModuleOptions = {
-      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+      backends: {
+        q: {
+          type: 'redlock',
+          urls: nodes.map((n) => n.url),
+          nodeTimeout: 500,
+          restartGuard: false,
+        },
+      },
     };
     const t = await createLockApp(options);
     const other = await createLockApp(options);
@@ -259,7 +275,14 @@ describe('redlock renewal and answers (found by redis-semaphore and node-redlock
   it('a key holding what the module did not write on the nodes: refused, named, never overwritten; a held lock whose key is overwritten so is lost', async () => {
     const nodes = await startRedisNodes(3);
     const t = await createLockApp({
-      backends: { q: { type: 'redlock', urls: nodes.map((n) => n.url), nodeTimeout: 500 } },
+      backends: {
+        q: {
+          type: 'redlock',
+          urls: nodes.map((n) => n.url),
+          nodeTimeout: 500,
+          restartGuard: false,
+        },
+      },
     });
     try {
       const lockKey = redisLockNames('', 'typed').lock;

@@ -60,7 +60,7 @@ function expectSucceeded(result: ProbeResult): void {
 
 /** Probes a Redis backend on `url`. */
 function probeUrl(url: string, extra: { startup?: 'fail' } = {}): Promise<ProbeResult> {
-  return runSecretProbe({ type: 'redis', url, ...extra });
+  return runSecretProbe({ type: 'redis', url, restartGuard: false, ...extra });
 }
 
 afterAll(() => stopAll());
@@ -203,6 +203,7 @@ describe('secret probe: redlock', () => {
     async () => {
       const config: LockBackendConfig = {
         type: 'redlock',
+        restartGuard: false,
         urls: nodes.map((n) => `redis://:${SENTINEL}@127.0.0.1:${n.port}`),
         nodeTimeout: 500,
       };
@@ -220,6 +221,7 @@ describe('secret probe: redlock', () => {
     async () => {
       const result = await runSecretProbe({
         type: 'redlock',
+        restartGuard: false,
         urls: closedPorts.map((port) => `redis://:${SENTINEL}@127.0.0.1:${port}`),
         nodeTimeout: 500,
       });
@@ -237,6 +239,7 @@ describe('secret probe: redlock', () => {
     async () => {
       const result = await runSecretProbe({
         type: 'redlock',
+        restartGuard: false,
         urls: [
           `redis://:${SERVER_PASSWORD}@127.0.0.1:${nodes[0].port}`,
           `redis://:${SERVER_PASSWORD}@127.0.0.1:${nodes[1].port}`,
@@ -262,6 +265,7 @@ describe('secret probe: redlock', () => {
         for (const node of right) await requirePassword(node, SENTINEL);
         const result = await runSecretProbe({
           type: 'redlock',
+          restartGuard: false,
           urls: right.map((n) => `redis://:${SENTINEL}@127.0.0.1:${n.port}`),
         });
         expectNoLeak(result);

@@ -25,7 +25,7 @@ export async function redisClusterSetup(): Promise<StoreSetup> {
 export async function redlockSetup(): Promise<StoreSetup> {
   const nodes = await startRedisNodes(3);
   return {
-    config: { type: 'redlock', urls: nodes.map((n) => n.url) },
+    config: { type: 'redlock', urls: nodes.map((n) => n.url), restartGuard: false },
     teardown: async () => {
       await Promise.all(nodes.map((n) => n.stop()));
     },

@@ -6,13 +6,19 @@ import type {
   QueuedRequest,
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
+import { monotonicNow } from '../../core/shared/clock';
+import { sleep } from '../../core/shared/timers';
 import { forceReleaseKey, inspectKey } from './admin';
 import { attempt } from './attempt';
 import type { RedisPort } from './port/redis-port';
 import { RedisWaiting } from './redis-waiting';
 import type { RedisStore } from './redis-store';
+import type { RestartGuard } from './restart-guard';
 import { renewLeases } from './renewals';
 import { RELEASE } from './scripts/release';
+
+/** Longest a grant waits for the node's uptime to be read (the engine bounds the call anyway). */
+const GUARD_READ_MS = 10_000;
 
 /**
  * `type: 'redis'`: one Redis node or a Redis Cluster, on any client the port adapts. A mutex's
@@ -20,8 +26,9 @@ import { RELEASE } from './scripts/release';
  * kept in the lock value (`<token> <fence>`); renewal and release compare the owner token. Shared
  * and counted holders keep a hash at the lock's name (see `scripts/lua-holders.ts`); every
  * script serves both layouts, a mutex on its fast path. Waiting is a FIFO queue with hand-over
- * (see {@link RedisWaiting}); renewals are batched (see `renewals.ts`). This class only puts the
- * parts together.
+ * (see {@link RedisWaiting}); renewals are batched (see `renewals.ts`); a node that restarted
+ * grants nothing until it has been up for longer than a lease (see {@link RestartGuard}). This
+ * class only puts the parts together.
  */
 export class RedisLockBackend implements LockBackend {
   readonly capabilities: LockBackendCapabilities = {
@@ -43,6 +50,7 @@ export class RedisLockBackend implements LockBackend {
     port: RedisPort,
     /** Whether the module made the client (and so closes it). */
     private readonly ownsClient: boolean,
+    private readonly guard: RestartGuard,
   ) {
     this.#store = store;
     this.#port = port;
@@ -58,13 +66,33 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
+    this.guard.noteTtl(request.ttlMs);
+    if (!this.guard.trustedNow() && (await this.guard.untilTrusted(GUARD_READ_MS)) > 0) {
+      return null;
+    }
     const reply = await attempt(this.#store, this.#store.keyspace.names(request.key), request, 0);
     if (reply[0] !== 1) return null;
     return { fence: Number(reply[1]), permit: Number(reply[2] ?? 0) };
   }
 
-  acquire(request: QueuedRequest): Promise<LockGrant | null> {
-    if (this.closed) return Promise.resolve(null);
+  async acquire(request: QueuedRequest): Promise<LockGrant | null> {
+    if (this.closed) return null;
+    this.guard.noteTtl(request.ttlMs);
+    if (!this.guard.trustedNow()) {
+      const startedAt = monotonicNow();
+      const wait = await this.guard.untilTrusted(GUARD_READ_MS);
+      if (wait > 0) {
+        // Busy as long as the node may have forgotten a holder: the caller waits it out.
+        request.onQueued?.();
+        await sleep(Math.min(wait, request.waitMs), request.signal);
+        if (request.signal.aborted || this.closed || wait >= request.waitMs) return null;
+        const waitMs = request.waitMs - (monotonicNow() - startedAt);
+        return this.waiting.acquire(
+          { ...request, waitMs },
+          this.#store.keyspace.names(request.key),
+        );
+      }
+    }
     return this.waiting.acquire(request, this.#store.keyspace.names(request.key));
   }
 

@@ -11,6 +11,7 @@ import { RedisKeyspace } from './redis-keys';
 import { checkStartup, startOrClose } from './redis-startup';
 import { RedisStore } from './redis-store';
 import { checkRedisUrl } from './redis-url';
+import { checkRestartGuard, RestartGuard } from './restart-guard';
 import { RedisLockBackend } from './redis.backend';
 
 const KEYS: ReadonlySet<string> = new Set([
@@ -23,6 +24,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'clusterOptions',
   'startup',
   'fenceBuckets',
+  'restartGuard',
 ]);
 /**
  * How long `startup: 'fail'` waits for the first answer: ioredis's own default connect timeout,
@@ -64,6 +66,15 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
         );
       }
     }
+    if (config.restartGuard !== undefined) {
+      checkRestartGuard(config.restartGuard, `${field}.restartGuard`);
+      if (config.restartGuard !== false && (config.clusterNodes !== undefined || client?.cluster)) {
+        throw new LockConfigError(
+          `${field}.restartGuard`,
+          'does not apply to a Redis Cluster (a restarted master is replaced by a replica there)',
+        );
+      }
+    }
     if (config.url !== undefined) checkRedisUrl(config.url, `${field}.url`);
     if (config.clusterNodes !== undefined) {
       if (!Array.isArray(config.clusterNodes) || config.clusterNodes.length === 0) {
@@ -101,7 +112,13 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
       !config.client,
       config.fenceBuckets ?? DEFAULT_FENCE_BUCKETS,
     );
-    const backend = new RedisLockBackend(store, port, !config.client);
+    const guard = new RestartGuard(
+      store.connection,
+      (args) => store.command(args),
+      port.cluster ? false : (config.restartGuard ?? context.defaultTtl),
+      `redis backend "${name}"`,
+    );
+    const backend = new RedisLockBackend(store, port, !config.client, guard);
     if (config.startup === 'fail') {
       await startOrClose(backend, name, context.redactor, () => backend.ready(STARTUP_TIMEOUT_MS));
     }

@@ -2,6 +2,7 @@ import type { LockGrant } from '../../core/contract/lock-backend';
 import { monotonicNow } from '../../core/shared/clock';
 import type { RedisLockNames } from '../redis/redis-keys';
 import type { Quorum } from './quorum';
+import type { QuorumNode } from './quorum-node';
 import { LOCK, RAISE_FENCE, UNLOCK } from './redlock-scripts';
 import { foreignError } from './foreign';
 
@@ -19,6 +20,10 @@ export interface GrantAsk {
 /**
  * One Redlock acquisition in two rounds.
  *
+ * A node that restarted less than a lease ago may have forgotten a copy it held: its vote does
+ * not count (see `RestartGuard`), so a lock resting on it and one other node cannot be granted
+ * again to someone else meanwhile.
+ *
  * The lock round sets the bare token with `SET NX PX` on every node and, where it took, draws the
  * key's fence bucket counter (INCR). Short of a quorum of grants it gives its copies back and is
  * busy (`null`), or fails when fewer than a quorum answered at all.
@@ -35,15 +40,18 @@ export interface GrantAsk {
 export async function grantRound(quorum: Quorum, ask: GrantAsk): Promise<LockGrant | null> {
   const { names, token, ttlMs } = ask;
   quorum.require('acquire');
+  const trusted = await trustedNodes(quorum, ttlMs);
   const sentAt = monotonicNow();
   const locked = await quorum.onEvery(
     async (node) => (await node.fenced(LOCK, names, false, [token, ttlMs])) as [number, number],
   );
-  const draws = locked.flatMap((a) =>
-    a.ok && Number(a.value[0]) === 1 ? [Number(a.value[1])] : [],
-  );
+  const granted = locked.flatMap((a) => (a.ok && Number(a.value[0]) === 1 ? [a] : []));
+  // Every draw raises the fence (a restarted node's lowers nothing), but only the votes of nodes
+  // up for longer than a lease make the quorum.
+  const draws = granted.map((a) => Number(a.value[1]));
+  const votes = granted.filter((a) => trusted.has(a.node)).length;
   const foreign = foreignError(locked, names.lock, ask.backendName);
-  if (draws.length < quorum.size || foreign) {
+  if (votes < quorum.size || foreign) {
     await giveBack(quorum, names, token);
     if (foreign) throw foreign;
     if (quorum.answered(locked) < quorum.size) throw quorum.noQuorum('acquire', locked);
@@ -62,6 +70,22 @@ export async function grantRound(quorum: Quorum, ask: GrantAsk): Promise<LockGra
     return null;
   }
   return { fence, grantedAt: sentAt };
+}
+
+/**
+ * The nodes whose vote counts: up for longer than any lease they could have granted (their
+ * uptime read first where it is not known; a node that cannot tell within the round's bound does
+ * not count).
+ */
+async function trustedNodes(quorum: Quorum, ttlMs: number): Promise<Set<QuorumNode>> {
+  const trusted = new Set<QuorumNode>();
+  await quorum.onEvery(async (node) => {
+    node.guard.noteTtl(ttlMs);
+    if (node.guard.trustedNow() || (await node.guard.untilTrusted(Infinity)) <= 0) {
+      trusted.add(node);
+    }
+  });
+  return trusted;
 }
 
 /** Deletes our copies on every node (those whose answer was lost too), whatever they answer. */

@@ -5,6 +5,7 @@ import { fenceBucket } from '../redis/fence-buckets';
 import type { RedisPort, RedisScript, ScriptCall } from '../redis/port/redis-port';
 import { RedisConnection } from '../redis/redis-connection';
 import type { RedisKeyspace, RedisLockNames } from '../redis/redis-keys';
+import { RestartGuard } from '../redis/restart-guard';
 
 /**
  * One independent Redis node of a Redlock set: its client port, its connection state (a node
@@ -15,6 +16,8 @@ export class QuorumNode {
   /** `host:port`, redacted. */
   readonly label: string;
   readonly connection: RedisConnection;
+  /** Whether the node has been up long enough for its vote to count (see `RestartGuard`). */
+  readonly guard: RestartGuard;
   readonly #buckets: FenceBucketCount;
   // ES-private: util.inspect of a lock handle reaches the backend, and must not print a
   // client's options (its password).
@@ -28,6 +31,8 @@ export class QuorumNode {
     /** Whether the module made the client (it then logs every connection error). */
     ownsClient: boolean,
     fenceBuckets: number,
+    /** The node's restart guard, ms (`false`: none). */
+    restartGuardMs: number | false,
   ) {
     this.#port = port;
     this.label = redactor.text(port.endpoint);
@@ -36,6 +41,12 @@ export class QuorumNode {
       redactor,
       `redlock backend "${backendName}" node ${this.label}`,
       ownsClient ? 'always' : 'unhandled',
+    );
+    this.guard = new RestartGuard(
+      this.connection,
+      (args) => this.command(args),
+      restartGuardMs,
+      `redlock backend "${backendName}" node ${this.label}`,
     );
     this.#buckets = new FenceBucketCount(keyspace, fenceBuckets, (message) =>
       new Logger('LockService').warn(

@@ -15,6 +15,7 @@ import type { RedisPort } from '../redis/port/redis-port';
 import { RedisKeyspace } from '../redis/redis-keys';
 import { checkStartup, startOrClose } from '../redis/redis-startup';
 import { checkRedisUrl } from '../redis/redis-url';
+import { checkRestartGuard } from '../redis/restart-guard';
 import { Quorum } from './quorum';
 import { QuorumNode } from './quorum-node';
 import { RedlockLockBackend } from './redlock.backend';
@@ -29,6 +30,7 @@ const KEYS: ReadonlySet<string> = new Set([
   'nodeTimeout',
   'startup',
   'fenceBuckets',
+  'restartGuard',
 ]);
 const DEFAULT_DRIFT_FACTOR = 0.01;
 const DEFAULT_NODE_TIMEOUT_MS = 2_000;
@@ -75,6 +77,9 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
     }
     if (config.redisOptions !== undefined)
       checkObject(config.redisOptions, `${field}.redisOptions`);
+    if (config.restartGuard !== undefined) {
+      checkRestartGuard(config.restartGuard, `${field}.restartGuard`);
+    }
   },
 
   async create(config, name, context) {
@@ -106,6 +111,7 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
           redactor,
           !config.clients,
           config.fenceBuckets ?? DEFAULT_FENCE_BUCKETS,
+          config.restartGuard ?? context.defaultTtl,
         ),
     );
     // Give each node a moment to connect (commands are not queued): until it is ready or known
