@@ -84,6 +84,23 @@ describe('portOf and describeClient', () => {
     });
   }
 
+  it('the endpoint of a client on a Unix socket is its path', () => {
+    const path = '/tmp/redis-port-test.sock';
+    const io = new (exportsOf<IoRedisLibrary>(ioredis5, 'Redis').Redis)(`redis://unused`, {
+      path,
+      lazyConnect: true,
+    });
+    try {
+      expect(portOf(io)!.endpoint).toBe(path);
+      for (const library of [redis4, redis5, redis6]) {
+        const { createClient } = exportsOf<NodeRedisLibrary>(library, 'createClient');
+        expect(portOf(createClient({ socket: { path } }))!.endpoint).toBe(path);
+      }
+    } finally {
+      io.disconnect();
+    }
+  });
+
   it('no client: a pg Pool, look-alikes, plain values', async () => {
     // pg has no types installed here: loaded by a name TypeScript does not resolve.
     const pgName = 'pg';

@@ -34,6 +34,7 @@ export interface BuildCommon {
 
 /** A single-node client. */
 export interface BuildClient extends BuildCommon {
+  /** Its server (a `redis://` or `rediss://` URL). */
   readonly url: string;
   /**
    * A Redlock node: no offline queue, `nodeTimeout` ms to connect and per command (node-redis 4
