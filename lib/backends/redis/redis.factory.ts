@@ -130,9 +130,9 @@ export const redisBackendFactory: BackendFactory<RedisBackendConfig> = {
 function buildPort(config: RedisBackendConfig, field: string): Promise<RedisPort> {
   const build = { field, usedFor: 'the redis backend', driver: config.driver };
   if (config.clusterNodes) {
-    return buildCluster(config.clusterNodes, { ...build, options: config.clusterOptions });
+    return buildCluster({ ...build, urls: config.clusterNodes, options: config.clusterOptions });
   }
-  return buildClient(config.url!, { ...build, options: config.redisOptions });
+  return buildClient({ ...build, url: config.url!, options: config.redisOptions });
 }
 
 /**

@@ -9,7 +9,7 @@ import {
 import type { RedlockBackendConfig } from '../backend-config';
 import { DEFAULT_FENCE_BUCKETS } from '../redis/fence-buckets';
 import { checkFenceBuckets } from '../redis/fence-bucket-option';
-import { buildFailFastClient, type RedisDriver } from '../redis/port/client-builder';
+import { buildClient, type RedisDriver } from '../redis/port/client-builder';
 import { describeClient, portOf } from '../redis/port/client-ports';
 import type { RedisPort } from '../redis/port/redis-port';
 import { RedisKeyspace } from '../redis/redis-keys';
@@ -90,12 +90,13 @@ export const redlockBackendFactory: BackendFactory<RedlockBackendConfig> = {
       ? config.clients.map((client) => portOf(client)!)
       : await Promise.all(
           config.urls!.map((url) =>
-            buildFailFastClient(url, {
+            buildClient({
+              url,
               field,
               usedFor: 'the redlock backend',
               driver: config.driver as RedisDriver | undefined,
               options: config.redisOptions,
-              nodeTimeout,
+              failFast: { nodeTimeout },
             }),
           ),
         );

@@ -1,6 +1,9 @@
 import { keySlot } from './key-slot';
+import { isError, toError } from './port-errors';
 import {
   isNoScript,
+  isReplyError,
+  RedisReplyError,
   type ConnectionEvents,
   type ConnectionPort,
   type RedisPort,
@@ -61,6 +64,8 @@ export function isIoRedisLike(value: unknown): value is IoRedisLike {
 class IoConnection implements ConnectionPort {
   readonly endpoint: string;
   private ownListeners = 0;
+  /** Each watch's `ended`, for close() (see there). */
+  private readonly enders = new Set<() => void>();
 
   constructor(
     protected readonly client: IoRedisLike,
@@ -74,17 +79,31 @@ class IoConnection implements ConnectionPort {
   }
 
   watch(events: ConnectionEvents): () => void {
+    let ended = false;
+    const end = (): void => {
+      if (ended) return;
+      ended = true;
+      events.ended();
+    };
     const listeners: Array<[string, (...args: never[]) => void]> = [
-      ['ready', () => events.ready()],
+      [
+        'ready',
+        () => {
+          ended = false;
+          events.ready();
+        },
+      ],
       ['error', (err: unknown) => events.error(clusterFailure(err) ?? err)],
       ['node error', (err: unknown) => events.error(err, true)],
       ['close', () => events.closed()],
-      ['end', () => events.ended()],
+      ['end', end],
     ];
     for (const [event, listener] of listeners) this.client.on(event, listener);
+    this.enders.add(end);
     this.ownListeners++;
     return () => {
       for (const [event, listener] of listeners) this.client.removeListener(event, listener);
+      this.enders.delete(end);
       this.ownListeners--;
     };
   }
@@ -101,8 +120,12 @@ class IoConnection implements ConnectionPort {
         // fall through to disconnect
       }
     }
+    // Between two connection attempts there is no socket whose closing ends the client: then
+    // ioredis never emits 'end' and stays 'reconnecting' (a Cluster 'disconnecting').
+    const between = this.client.status === 'reconnecting' || this.client.status === 'close';
     // A hard disconnect also cancels a scheduled reconnect that QUIT would leave running.
     if (this.client.status !== 'end') this.client.disconnect();
+    if (between) for (const end of [...this.enders]) end();
   }
 }
 
@@ -124,15 +147,40 @@ export class IoRedisPort extends IoConnection implements RedisPort {
     args: readonly (string | number)[],
   ): Promise<unknown> {
     const { client } = this;
-    return client.evalsha(script.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
-      if (!isNoScript(err)) throw err;
-      return client.eval(script.source, keys.length, ...keys, ...args);
-    });
+    return client
+      .evalsha(script.sha, keys.length, ...keys, ...args)
+      .catch((err: unknown) => {
+        if (!isNoScript(err)) throw err;
+        return client.eval(script.source, keys.length, ...keys, ...args);
+      })
+      .catch(rethrowReply);
   }
 
   async evalBatch(script: RedisScript, calls: readonly ScriptCall[]): Promise<unknown[]> {
-    if (!this.cluster) return this.pipelined(script, calls);
-    // A Cluster pipeline must stay on one node: one pipeline per node, by the slot table.
+    const results = this.cluster
+      ? await this.pipelinedByNode(script, calls)
+      : await this.pipelined(script, calls);
+    // Not one reply from any node: the batch as a whole could not be sent.
+    if (results.length > 0 && results.every((r) => isError(r) && !isReplyError(r))) {
+      throw results[0];
+    }
+    return results;
+  }
+
+  command(args: readonly string[], _routeKey?: string): Promise<unknown> {
+    // ioredis routes a Cluster command by the key its command table names (EXISTS: the key).
+    return this.client.call(args[0], ...args.slice(1)).then(plainReply, rethrowReply);
+  }
+
+  subscriber(): SubscriberPort {
+    return new IoSubscriber(this.client.duplicate(), this.family);
+  }
+
+  /** A Cluster pipeline must stay on one node: one pipeline per node, by the slot table. */
+  private async pipelinedByNode(
+    script: RedisScript,
+    calls: readonly ScriptCall[],
+  ): Promise<unknown[]> {
     const byNode = new Map<string, number[]>();
     calls.forEach((call, i) => {
       const slot = keySlot(call.keys[0]);
@@ -151,21 +199,11 @@ export class IoRedisPort extends IoConnection implements RedisPort {
           );
           indices.forEach((i, j) => (results[i] = replies[j]));
         } catch (err) {
-          for (const i of indices) results[i] = toError(err);
+          for (const i of indices) results[i] = toError(fromIoRedis(err));
         }
       }),
     );
-    if (results.every((r) => r instanceof Error)) throw results[0];
     return results;
-  }
-
-  command(args: readonly string[], _routeKey?: string): Promise<unknown> {
-    // ioredis routes a Cluster command by the key its command table names (EXISTS: the key).
-    return this.client.call(args[0], ...args.slice(1)).then(plainReply);
-  }
-
-  subscriber(): SubscriberPort {
-    return new IoSubscriber(this.client.duplicate(), this.family);
   }
 
   /**
@@ -193,7 +231,7 @@ export class IoRedisPort extends IoConnection implements RedisPort {
       );
       unknown.forEach((i, j) => (replies[i] = again[j]));
     }
-    return replies.map(([err, reply]) => err ?? reply);
+    return replies.map(([err, reply]) => (err ? fromIoRedis(err) : reply));
   }
 }
 
@@ -209,7 +247,7 @@ class IoSubscriber extends IoConnection implements SubscriberPort {
 
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<void> {
     this.handlers.set(channel, onMessage);
-    await this.client.subscribe(channel);
+    await this.client.subscribe(channel).catch(rethrowReply);
   }
 }
 
@@ -258,6 +296,16 @@ function plainReply(reply: unknown): unknown {
     : reply;
 }
 
-function toError(err: unknown): Error {
-  return err instanceof Error ? err : new Error(String(err));
+/**
+ * An ioredis reply error (redis-errors' `ReplyError`, which also carries the command's arguments)
+ * as a {@link RedisReplyError} with the server's message; any other error as it is.
+ */
+function fromIoRedis(err: unknown): unknown {
+  return isError(err) && err.name === 'ReplyError' && !(err instanceof RedisReplyError)
+    ? new RedisReplyError(err.message)
+    : err;
+}
+
+function rethrowReply(err: unknown): never {
+  throw fromIoRedis(err);
 }
