@@ -102,9 +102,13 @@ export function redisBackend(persistent: boolean): ChaosBackend {
     },
     stop: async () => node?.stop(),
     endpoints: () => [{ host: node!.host, port: node!.port }],
-    options: (route) => {
+    options: (route, timing) => {
       const ep = route({ host: node!.host, port: node!.port });
-      return { backends: { chaos: { type: 'redis', url: `redis://${ep.host}:${ep.port}` } } };
+      // A node that keeps every write needs no restart guard; one without persistence does, as
+      // long as the longest lease the cells ask for.
+      const restartGuard = persistent ? false : 3 * timing.ttl;
+      const url = `redis://${ep.host}:${ep.port}`;
+      return { backends: { chaos: { type: 'redis', url, restartGuard } } };
     },
     ttl: (t) => t.ttl,
     expiryMs: (t) => t.ttl,
@@ -132,7 +136,7 @@ export function redlockBackend(): ChaosBackend & { nodes(): RedisNode[] } {
       await Promise.all(nodes.map((n) => n.stop()));
     },
     endpoints: () => nodes.map((n) => ({ host: n.host, port: n.port })),
-    options: (route) => ({
+    options: (route, timing) => ({
       backends: {
         chaos: {
           type: 'redlock',
@@ -141,6 +145,7 @@ export function redlockBackend(): ChaosBackend & { nodes(): RedisNode[] } {
             return `redis://${ep.host}:${ep.port}`;
           }),
           nodeTimeout: 300,
+          restartGuard: 3 * timing.ttl,
         },
       },
     }),

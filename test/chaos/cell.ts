@@ -5,6 +5,7 @@
  * again, stops everything, and judges the merged history. Every process, proxy, namespace and
  * file it made is gone when it returns, whatever happened.
  */
+import type { LockModuleOptions } from '../../lib';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -125,6 +126,7 @@ export async function runCell(
       });
     }
 
+    const rowOptions = fault.options ?? ((options: LockModuleOptions) => options);
     const common = {
       key: KEY,
       ttl,
@@ -143,7 +145,7 @@ export async function runCell(
           {
             ...common,
             worker: `w${i}`,
-            options: backend.options(victim ? route : (ep) => ep, timing),
+            options: rowOptions(backend.options(victim ? route : (ep) => ep, timing)),
             strikeHoldMs: victim ? timing.strikeHoldMs : undefined,
             historyFile: join(dir, `w${i}.jsonl`),
             goFile: join(dir, victim ? 'go-victim' : 'go-others'),

@@ -8,6 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { redisLockNames } from '../support/redis-names';
 import { redisCommand } from '../../servers/redis-servers';
 import type { TcpProxy } from '../../servers/tcp-proxy';
+import type { LockModuleOptions } from '../../lib';
 import type { ChaosBackend, ChaosTiming } from './backends';
 import { netnsUnavailable, type Netns } from './netns';
 
@@ -49,6 +50,8 @@ export interface Fault {
   lossWindowMs?(backend: ChaosBackend, timing: ChaosTiming): number | undefined;
   /** Lock ttl for this row when it differs from the backend's. */
   ttl?(backend: ChaosBackend, timing: ChaosTiming): number;
+  /** The workers' module options for this row, from the backend's (absent: as they are). */
+  options?(options: LockModuleOptions): LockModuleOptions;
   /** Runs after every worker is ready, before the victim starts. */
   prepare?(ctx: FaultContext): Promise<void>;
   /** Strikes while the victim holds; resolves when the fault is over, with the time it began. */
@@ -111,6 +114,17 @@ async function afterRenewal(port: number, key: string, ttl: number): Promise<voi
   throw new Error(`no renewal of ${lockKey} seen on port ${port} within ${ttl} ms`);
 }
 
+/** The workers' options with the restart guard of every backend turned off. */
+function withoutRestartGuard(options: LockModuleOptions): LockModuleOptions {
+  const backends = Object.fromEntries(
+    Object.entries(options.backends).map(([name, config]) => [
+      name,
+      { ...config, restartGuard: false },
+    ]),
+  ) as LockModuleOptions['backends'];
+  return { ...options, backends };
+}
+
 export const FAULTS: readonly Fault[] = [
   {
     id: 'holder-kill',
@@ -141,7 +155,6 @@ export const FAULTS: readonly Fault[] = [
     label: 'store crash: server killed + restarted / connections killed',
     applies: (b) => (b.storeFault ? true : 'no server'),
     victimSetup: 'plain',
-    expectUnsafe: (b) => b.id === 'redis-volatile',
     // Connection-bound SQL locks (for-update, advisory): killing the connection frees the lock
     // on the server at once, and a waiter blocked in the database gets it at once.
     lossWindowMs: (b) => (b.connectionBound ? LOSS_WINDOW_MS : undefined),
@@ -150,6 +163,22 @@ export const FAULTS: readonly Fault[] = [
       if (ctx.backend.id === 'redis-volatile') {
         await afterRenewal(ctx.backend.endpoints()[0].port, ctx.key, 3 * ctx.timing.ttl);
       }
+      const start = hr();
+      await ctx.backend.storeFault!.run();
+      return start;
+    },
+    boundMs: afterHold,
+  },
+  {
+    id: 'store-restart-unguarded',
+    label: 'store crash without persistence, `restartGuard: false`',
+    applies: (b) => (b.id === 'redis-volatile' ? true : 'Redis without persistence only'),
+    victimSetup: 'plain',
+    expectUnsafe: () => true,
+    options: withoutRestartGuard,
+    ttl: (_b, t) => 3 * t.ttl,
+    inject: async (ctx) => {
+      await afterRenewal(ctx.backend.endpoints()[0].port, ctx.key, 3 * ctx.timing.ttl);
       const start = hr();
       await ctx.backend.storeFault!.run();
       return start;
@@ -209,7 +238,25 @@ export const FAULTS: readonly Fault[] = [
     label: 'Redlock node restarted empty while the holder has a bare quorum',
     applies: (b) => (b.id === 'redlock' ? true : 'Redlock only'),
     victimSetup: 'proxied',
+    ttl: (_b, t) => 3 * t.ttl,
+    // The victim cannot reach node 3: its grants and renewals hold nodes 1 and 2 only.
+    prepare: async (ctx) => ctx.proxies[2].blackhole(true),
+    inject: async (ctx) => {
+      const eps = ctx.backend.endpoints();
+      await afterRenewal(eps[0].port, ctx.key, 3 * ctx.timing.ttl);
+      const start = hr();
+      await ctx.backend.storeFault!.run(); // node 2 of 3, restarted empty
+      return start;
+    },
+    boundMs: afterHold,
+  },
+  {
+    id: 'redlock-bare-quorum-unguarded',
+    label: 'the same, `restartGuard: false`',
+    applies: (b) => (b.id === 'redlock' ? true : 'Redlock only'),
+    victimSetup: 'proxied',
     expectUnsafe: () => true,
+    options: withoutRestartGuard,
     ttl: (_b, t) => 3 * t.ttl,
     // The victim cannot reach node 3: its grants and renewals hold nodes 1 and 2 only.
     prepare: async (ctx) => ctx.proxies[2].blackhole(true),

@@ -35,7 +35,7 @@ export const LOCK = script(`${COPY_LUA}${FENCES_LUA}
 checkBuckets(KEYS[3], ARGV[3], true)
 if checkedCopy(KEYS[1]) then return {0, 0} end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, redis.call('incr', KEYS[2])}
+return {1, drawFence(KEYS[2])}
 `);
 
 /**

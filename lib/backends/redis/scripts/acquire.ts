@@ -29,8 +29,8 @@ if mode == 'x' and permits == 1 then
   local current = redis.pcall('get', KEYS[1])
   if current == false then
     if redis.call('exists', KEYS[3]) == 0 then
-      local fence = redis.call('incr', KEYS[2])
-      redis.call('set', KEYS[1], token .. ' ' .. fence, 'PX', ttl)
+      local fence = drawFence(KEYS[2])
+      redis.call('set', KEYS[1], token .. ' ' .. digits(fence), 'PX', ttl)
       return {1, fence, 0}
     end
   elseif type(current) == 'string' then

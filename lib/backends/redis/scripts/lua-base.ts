@@ -24,8 +24,14 @@ end
  *   node's counters are laid out for another bucket count (`meta` nil on a Cluster: one counter
  *   per slot, no check); `init` records `want` on a node that has no count yet (fresh, or
  *   restarted empty).
+ * - `drawFence(counter)`: the bucket's next fence. A counter that does not exist yet (a fresh
+ *   node, or one restarted without its data) starts at the server's time in microseconds, so
+ *   fences keep rising across an empty restart: the counter only ever gains 1 a grant, and no
+ *   node grants more than one lock a microsecond, so it never runs ahead of the clock (as long
+ *   as the server's clock does not step back by more than the restart took).
  * - `lastFence(counter)`: the bucket's counter, at least the last fence any key of the bucket
  *   was granted (0 when none was).
+ * - `digits(n)`: a fence (up to 16 digits) as text; Lua's own conversion would round it.
  */
 export const FENCES_LUA = `
 local function checkBuckets(meta, want, init)
@@ -36,6 +42,18 @@ local function checkBuckets(meta, want, init)
   elseif have ~= want then
     error({err = 'FENCEBUCKETS ' .. have})
   end
+end
+local function digits(n)
+  return string.format('%.0f', n)
+end
+local function drawFence(counter)
+  local fence = redis.call('incr', counter)
+  if fence == 1 then
+    local t = redis.call('time')
+    fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', counter, digits(fence))
+  end
+  return fence
 end
 local function lastFence(counter)
   return tonumber(redis.call('get', counter) or '0') or 0

@@ -70,7 +70,7 @@ local function parseHolder(token, value)
            expiry = tonumber(expiry), fence = tonumber(fence) }
 end
 local function holderValue(h)
-  return h.mode .. ' ' .. h.permits .. ' ' .. h.slot .. ' ' .. h.expiry .. ' ' .. h.fence
+  return h.mode .. ' ' .. h.permits .. ' ' .. h.slot .. ' ' .. h.expiry .. ' ' .. digits(h.fence)
 end
 local function memberOf(member)
   local lease, tagged, channel = string.match(member, '^(%d+) (%S+) (.+)$')
@@ -142,9 +142,9 @@ local function fits(S, mode, permits)
 end
 local function grant(S, token, mode, permits, lease)
   local h = { token = token, mode = mode, permits = permits, slot = 0,
-              expiry = now + lease, fence = redis.call('incr', KEYS[2]) }
+              expiry = now + lease, fence = drawFence(KEYS[2]) }
   if mode == 'x' and permits == 1 then
-    redis.call('set', KEYS[1], token .. ' ' .. h.fence, 'PX', lease)
+    redis.call('set', KEYS[1], token .. ' ' .. digits(h.fence), 'PX', lease)
     S.kind = 'mutex'
   else
     if mode == 'x' then
@@ -201,10 +201,10 @@ local function admitQueue(S, self, selfTtl, ownChannel, told)
     redis.call('zrem', KEYS[3], head)
     redis.call('zrem', KEYS[4], head)
     if channel == ownChannel then
-      told[#told + 1] = tagged .. ' ' .. h.fence .. ' ' .. h.slot
+      told[#told + 1] = tagged .. ' ' .. digits(h.fence) .. ' ' .. h.slot
     elseif head ~= self then
       -- pcall: an ACL user without channel rights still hands over; the waiter polls instead.
-      redis.pcall('publish', channel, tagged .. ' ' .. h.fence .. ' ' .. h.slot)
+      redis.pcall('publish', channel, tagged .. ' ' .. digits(h.fence) .. ' ' .. h.slot)
     end
   end
 end
