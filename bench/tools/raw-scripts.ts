@@ -12,19 +12,19 @@ import { newOwnerToken } from '../../lib/core/shared/token';
 
 /**
  * The KEYS the backend sends with a key script for `key` (no key prefix) on a single node with
- * the default fence buckets: lock, its bucket's counter, queue, waiter expiries, arrivals,
- * bucket-count key.
+ * the default fence buckets: lock, queue, its bucket's counter, bucket-count key, waiter
+ * expiries, arrivals.
  */
 export function scriptKeys(key: string): string[] {
   const keyspace = new RedisKeyspace('');
   const names = keyspace.names(key);
   return [
     names.lock,
-    keyspace.counter(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
     names.queue,
+    keyspace.counter(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
+    keyspace.bucketCountKey,
     names.waiters,
     names.arrivals,
-    keyspace.bucketCountKey,
   ];
 }
 

@@ -4,6 +4,7 @@ import type { RedisLockNames } from './redis-keys';
 import type { RedisStore } from './redis-store';
 import { ACQUIRE } from './scripts/acquire';
 import { LEAVE } from './scripts/leave';
+import { MUTEX_ACQUIRE } from './scripts/mutex';
 
 /** A script's answer to an acquisition attempt: `[code, fence or ms, slot]` (see `ACQUIRE`). */
 export type AttemptReply = [number, number, number?];
@@ -20,9 +21,11 @@ export function taggedToken({ token, mode, permits = 1 }: GrantRequest): string 
 
 /**
  * One acquisition attempt; a positive waiter ttl queues (or keeps queued) the caller as
- * `member`. An attempt failed because the connection dropped may still run when the client
- * resends it after reconnecting: whatever it then took (the lock, a place in the queue) is given
- * back. A request whose permits disagree with the key's holders is refused (`LockConfigError`).
+ * `member`. A mutex first tries the lean script (a free key nobody waits for: the whole
+ * uncontended cycle), then, if the key is busy or of another kind, the general one. An attempt
+ * failed because the connection dropped may still run when the client resends it after
+ * reconnecting: whatever it then took (the lock, a place in the queue) is given back. A request
+ * whose permits disagree with the key's holders is refused (`LockConfigError`).
  */
 export async function attempt(
   store: RedisStore,
@@ -33,13 +36,20 @@ export async function attempt(
 ): Promise<AttemptReply> {
   const { token, ttlMs, permits = 1 } = request;
   const mode = request.mode === 'shared' ? 's' : 'x';
+  const undo = (late: Promise<unknown>, count: number | null): void => {
+    late
+      .then(() => store.runRaw(LEAVE, store.keysOf(names, count), [member, token, count ?? 0]))
+      .catch(() => undefined);
+  };
+  if (mode === 'x' && permits === 1) {
+    const fence = await store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undo, 4);
+    if (fence !== null) return [1, Number(fence), 0];
+  }
   const reply = (await store.keyScript(
     ACQUIRE,
     names,
     [token, ttlMs, waiterTtlMs, member, mode, permits],
-    (late, keys, count) => {
-      late.then(() => store.runRaw(LEAVE, keys, [member, token, count])).catch(() => undefined);
-    },
+    undo,
   )) as AttemptReply;
   if (reply[0] === -1) throw permitsDisagreement(request.key, reply[1], permits);
   return reply;

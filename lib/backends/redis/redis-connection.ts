@@ -9,6 +9,14 @@ const ERROR_LOG_INTERVAL_MS = 30_000;
 /** Fields of a client error that say what failed (no data): copied onto the error callers get. */
 const WHAT_FAILED = ['code', 'errno', 'syscall', 'address', 'port'] as const;
 
+/** A call in flight (see `RedisConnection.run`); `prev === this` once it is off the list. */
+interface PendingCall {
+  prev: PendingCall | undefined;
+  next: PendingCall | undefined;
+  /** Fails the call with the reason the connection dropped. */
+  abandon(err: Error): void;
+}
+
 /** Whose connection errors a {@link RedisConnection} logs. */
 export type ConnectionLogging =
   /** A client the module created: every connection error, as a (redacted) warning. */
@@ -58,8 +66,12 @@ export class RedisConnection {
   private reason?: unknown;
   /** An error seen while ready: usually the reason of the `close` that follows it. */
   private lastError?: unknown;
-  /** Calls sent and not answered yet, failed at once if the connection drops. */
-  private readonly inFlight = new Set<(err: Error) => void>();
+  /**
+   * Calls sent and not answered yet, failed at once if the connection drops: a list linked
+   * through the calls themselves (adding and removing one allocates nothing, where a Set going
+   * from one entry to none and back cost a share of every store call).
+   */
+  private inFlight?: PendingCall;
   private readonly downListeners = new Set<() => void>();
   private readonly readyListeners = new Set<() => void>();
   private readonly unwatch: () => void;
@@ -107,22 +119,37 @@ export class RedisConnection {
     if (this.isDown()) return Promise.reject(this.error());
     const sent = call();
     return new Promise<T>((resolve, reject) => {
-      const abandon = (err: Error): void => {
-        reject(err);
-        onAbandoned?.(sent);
+      const pending: PendingCall = {
+        prev: undefined,
+        next: this.inFlight,
+        abandon: (err) => {
+          reject(err);
+          onAbandoned?.(sent);
+        },
       };
-      this.inFlight.add(abandon);
+      if (this.inFlight) this.inFlight.prev = pending;
+      this.inFlight = pending;
       sent.then(
         (value) => {
-          if (this.inFlight.delete(abandon)) resolve(value);
+          if (this.settle(pending)) resolve(value);
         },
         (err: unknown) => {
           // Down meanwhile: the client's own error ("Connection is closed.", the retry limit)
           // says less than the reason we know.
-          if (this.inFlight.delete(abandon)) reject(this.isDown() ? this.error() : err);
+          if (this.settle(pending)) reject(this.isDown() ? this.error() : err);
         },
       );
     });
+  }
+
+  /** Takes a call off the in-flight list; `false` when it was already failed by a drop. */
+  private settle(pending: PendingCall): boolean {
+    if (pending.prev === pending) return false;
+    if (pending.prev) pending.prev.next = pending.next;
+    else this.inFlight = pending.next;
+    if (pending.next) pending.next.prev = pending.prev;
+    pending.prev = pending;
+    return true;
   }
 
   /** Calls `listener` each time the client becomes ready; returns the unsubscribe function. */
@@ -193,11 +220,16 @@ export class RedisConnection {
   private markDown(reason: unknown): void {
     this.reason = reason;
     this.lastError = undefined;
-    if (this.inFlight.size > 0) {
+    if (this.inFlight) {
       const err = this.error();
-      const pending = [...this.inFlight];
-      this.inFlight.clear();
-      for (const abandon of pending) abandon(err);
+      let pending: PendingCall | undefined = this.inFlight;
+      this.inFlight = undefined;
+      while (pending) {
+        const next: PendingCall | undefined = pending.next;
+        pending.prev = pending; // failed: its late answer is ignored
+        pending.abandon(err);
+        pending = next;
+      }
     }
     for (const listener of [...this.downListeners]) listener();
   }

@@ -61,23 +61,25 @@ export class RedisStore {
   }
 
   /**
-   * Runs a script of one lock key: KEYS are the key's names (lock, its bucket's counter, queue,
-   * waiter expiries, arrivals, and on a single node the bucket-count key), ARGV are `args` and
-   * the node's bucket count. `onAbandoned` gets the call's own promise when the connection
-   * dropped under it (a late reply to undo), with the KEYS it was sent with.
+   * Runs a script of one lock key: KEYS are the first `keyCount` of the key's names (lock, queue,
+   * its bucket's counter, the node's bucket-count key or on a Cluster the counter again, waiter
+   * expiries, arrivals), ARGV are `args` and the node's bucket count (0 on a Cluster).
+   * `onAbandoned` gets the call's own promise when the connection dropped under it (a late reply
+   * to undo), with the bucket count it was sent with.
    */
   keyScript(
     script: RedisScript,
     names: RedisLockNames,
     args: readonly (string | number)[],
-    onAbandoned?: (late: Promise<unknown>, keys: readonly string[], count: number) => void,
+    onAbandoned?: (late: Promise<unknown>, count: number | null) => void,
+    keyCount = 6,
   ): Promise<unknown> {
     const call = (count: number | null): Promise<unknown> => {
-      const keys = this.keysOf(names, count);
+      const keys = this.keysOf(names, count, keyCount);
       const argv = [...args, count ?? 0];
       return this.connection.run(
         () => this.#port.evalScript(script, keys, argv),
-        onAbandoned && ((late) => onAbandoned(late, keys, count ?? 0)),
+        onAbandoned && ((late) => onAbandoned(late, count)),
       );
     };
     const reply = this.#buckets
@@ -132,11 +134,16 @@ export class RedisStore {
     );
   }
 
-  /** The KEYS of a key script for the node's bucket count (`null` on a Cluster). */
-  private keysOf(names: RedisLockNames, count: number | null): string[] {
+  /**
+   * The first `keyCount` KEYS of a key script for the node's bucket count (`null` on a Cluster,
+   * whose scripts get the counter again for the bucket-count key: every key in the lock's slot).
+   */
+  keysOf(names: RedisLockNames, count: number | null, keyCount = 6): string[] {
+    if (keyCount <= 2) return [names.lock, names.queue];
     const counter = this.keyspace.counter(fenceBucket(names.slot, count));
-    const keys = [names.lock, counter, names.queue, names.waiters, names.arrivals];
-    if (count !== null) keys.push(this.keyspace.bucketCountKey);
+    const meta = count === null ? counter : this.keyspace.bucketCountKey;
+    const keys = [names.lock, names.queue, counter, meta];
+    if (keyCount > 4) keys.push(names.waiters, names.arrivals);
     return keys;
   }
 }

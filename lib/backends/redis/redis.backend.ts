@@ -1,5 +1,6 @@
 import type {
   GrantRequest,
+  GrantShape,
   LockBackend,
   LockBackendCapabilities,
   LockGrant,
@@ -15,6 +16,7 @@ import { RedisWaiting } from './redis-waiting';
 import type { RedisStore } from './redis-store';
 import type { RestartGuard } from './restart-guard';
 import { renewLeases } from './renewals';
+import { MUTEX_RELEASE } from './scripts/mutex';
 import { RELEASE } from './scripts/release';
 
 /** Longest a grant waits for the node's uptime to be read (the engine bounds the call anyway). */
@@ -112,8 +114,12 @@ export class RedisLockBackend implements LockBackend {
    * loop): whatever the releasing caller does next (its next acquire's write) must not hold up
    * the next holder.
    */
-  async release(key: string, token: string): Promise<boolean> {
+  async release(key: string, token: string, grant?: GrantShape): Promise<boolean> {
     const names = this.#store.keyspace.names(key);
+    if (grant && (grant.mode ?? 'exclusive') === 'exclusive' && (grant.permits ?? 1) === 1) {
+      const quick = await this.#store.keyScript(MUTEX_RELEASE, names, [token], undefined, 2);
+      if (quick !== null) return Number(quick) === 1;
+    }
     const released = (await this.#store.keyScript(RELEASE, names, [
       token,
       this.waiting.channelName,

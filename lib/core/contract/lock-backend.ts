@@ -34,8 +34,12 @@ export interface LockBackend {
    */
   extendMany?(requests: readonly GrantRequest[]): Promise<readonly (boolean | Error)[]>;
 
-  /** Release if `token` owns `key`; `false` = it was not ours (expired or taken). Never frees another owner's lock. */
-  release(key: string, token: string): Promise<boolean>;
+  /**
+   * Release if `token` owns `key`; `false` = it was not ours (expired or taken). Never frees
+   * another owner's lock. `grant` says how the lock was asked for (its mode and permits), where
+   * the caller knows (the engine always does); a backend may use it to pick its cheapest way.
+   */
+  release(key: string, token: string, grant?: GrantShape): Promise<boolean>;
 
   /** Whether anyone holds `key` right now. */
   isLocked(key: string): Promise<boolean>;
@@ -110,6 +114,9 @@ export interface StoreLockInfo {
  * holders and no `'exclusive'` one.
  */
 export type LockMode = 'exclusive' | 'shared';
+
+/** How a grant shares its key: its mode and permits, as the request asked. */
+export type GrantShape = Pick<GrantRequest, 'mode' | 'permits'>;
 
 /** One grant asked of a backend. */
 export interface GrantRequest {

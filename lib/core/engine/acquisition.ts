@@ -225,7 +225,7 @@ export class Acquisition {
       fence = fenceOf(backend, backendName, grant);
       permit = permitOf(backendName, grant, req.permits);
     } catch (err) {
-      backend.release(fullKey, token).catch(() => undefined);
+      backend.release(fullKey, token, req).catch(() => undefined);
       throw err;
     }
     const from = grant.grantedAt ?? sentAt;
@@ -236,7 +236,7 @@ export class Acquisition {
     // Granted, but the lease already ran out on the way back (slow store, long pause), or the
     // module began shutting down meanwhile: give it back instead of leaking it past close().
     if (from + validity <= monotonicNow() || this.deps.shutdown.isClosing) {
-      backend.release(fullKey, token).catch(() => undefined);
+      backend.release(fullKey, token, req).catch(() => undefined);
       return null;
     }
     const lease = new Lease(
@@ -304,9 +304,9 @@ export class Acquisition {
       });
       // The store may have granted anyway (reply lost, or it arrives after the timeout): free
       // it, now and once the late reply lands. Compare-token, so never someone else's lock.
-      backend.release(fullKey, token).catch(() => undefined);
+      backend.release(fullKey, token, req).catch(() => undefined);
       attempt.then(
-        (late) => late && backend.release(fullKey, token).catch(() => undefined),
+        (late) => late && backend.release(fullKey, token, req).catch(() => undefined),
         () => undefined,
       );
       throw error;

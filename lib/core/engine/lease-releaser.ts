@@ -60,7 +60,7 @@ export class LeaseReleaser implements HandleHost {
       const { backend, fullKey, token } = lease.info;
       this.shutdown.releaseLater(
         () =>
-          backend.release(fullKey, token).then(
+          backend.release(fullKey, token, lease.info).then(
             () => undefined,
             (err: unknown) =>
               this.reporter.reportError(lease, `deferred release failed: ${messageOf(err)}`, err),

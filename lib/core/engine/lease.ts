@@ -250,7 +250,7 @@ export class Lease implements ScheduledLease {
     this.host.reportLost(this, reason, cause);
     // Best effort: if the store still has our token (e.g. renewal timed out locally), free
     // it now instead of blocking others until it expires. Compare-token, so never theirs.
-    this.info.backend.release(this.info.fullKey, this.info.token).catch(() => undefined);
+    this.info.backend.release(this.info.fullKey, this.info.token, this.info).catch(() => undefined);
   }
 
   /**
@@ -287,7 +287,7 @@ export class Lease implements ScheduledLease {
       );
       return ok ? KEPT : LOST;
     }
-    const ok = await this.bounded(backend.release(fullKey, token));
+    const ok = await this.bounded(backend.release(fullKey, token, this.info));
     return ok ? RELEASED : LOST;
   }
 

@@ -3,8 +3,8 @@ import { FENCES_LUA, TIME_LUA, VALUES_LUA } from './lua-base';
 import { HOLDERS_LUA } from './lua-holders';
 
 /**
- * KEYS: lock, fence bucket counter, queue, waiter expiries, arrival counter (single node: and
- * the bucket-count key) · ARGV: token, ttl ms, waiter ttl ms (0 = one attempt, do not queue),
+ * KEYS: lock, queue, fence bucket counter, the node's bucket-count key (on a Cluster the counter
+ * again), waiter expiries, arrival counter · ARGV: token, ttl ms, waiter ttl ms (0 = one attempt, do not queue),
  * queue member ("<lease ms> <tagged token> <channel>", '' for none), mode (`s`|`x`), permits,
  * bucket count.
  *
@@ -22,14 +22,14 @@ import { HOLDERS_LUA } from './lua-holders';
  * admitted while they fit.
  */
 export const ACQUIRE = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[6], ARGV[7], true)
+checkBuckets(KEYS[4], ARGV[7], true)
 local token, ttl, waiterTtl, member = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local mode, permits = ARGV[5], tonumber(ARGV[6])
 if mode == 'x' and permits == 1 then
   local current = redis.pcall('get', KEYS[1])
   if current == false then
-    if redis.call('exists', KEYS[3]) == 0 then
-      local fence = drawFence(KEYS[2])
+    if redis.call('exists', KEYS[2]) == 0 then
+      local fence = drawFence(KEYS[3])
       redis.call('set', KEYS[1], token .. ' ' .. digits(fence), 'PX', ttl)
       return {1, fence, 0}
     end
@@ -56,14 +56,14 @@ if not mine and fits(S, mode, permits) and not headOf() then
   mine = grant(S, token, mode, permits, ttl)
 end
 settle(S)
-if held then return {2, held.fence or lastFence(KEYS[2]), held.slot} end
+if held then return {2, held.fence or lastFence(KEYS[3]), held.slot} end
 if mine then return {1, mine.fence, mine.slot} end
 if waiterTtl > 0 then
-  if not redis.call('zscore', KEYS[3], member) then
-    redis.call('zadd', KEYS[3], redis.call('incr', KEYS[5]), member)
+  if not redis.call('zscore', KEYS[2], member) then
+    redis.call('zadd', KEYS[2], redis.call('incr', KEYS[6]), member)
   end
-  redis.call('zadd', KEYS[4], now + waiterTtl, member)
-  for _, i in ipairs({3, 4, 5}) do redis.call('pexpire', KEYS[i], 2 * waiterTtl) end
+  redis.call('zadd', KEYS[5], now + waiterTtl, member)
+  for _, i in ipairs({2, 5, 6}) do redis.call('pexpire', KEYS[i], 2 * waiterTtl) end
 end
 if S.kind == 'mutex' then return {0, redis.call('pttl', KEYS[1])} end
 local earliest

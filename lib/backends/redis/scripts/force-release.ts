@@ -10,7 +10,7 @@ import { HOLDERS_LUA } from './lua-holders';
  * fails. A value this module did not write is refused, never deleted.
  */
 export const FORCE_RELEASE = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[6], ARGV[1], true)
+checkBuckets(KEYS[4], ARGV[1], true)
 ${TIME_LUA}${HOLDERS_LUA}
 local S = holdersOf(true)
 local had = #S.holders > 0 and 1 or 0

@@ -11,11 +11,11 @@ import { HOLDERS_LUA } from './lua-holders';
  * until then. Waiters are counted by their places that have not lapsed. Reads only.
  */
 export const INSPECT = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[6], ARGV[1], false)
+checkBuckets(KEYS[4], ARGV[1], false)
 ${TIME_LUA}${HOLDERS_LUA}
 local S = holdersOf(false)
-local waiting = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
-if not S.holders[1] then return {0, lastFence(KEYS[2]), -1, waiting} end
+local waiting = redis.call('zcount', KEYS[5], '(' .. now, '+inf')
+if not S.holders[1] then return {0, lastFence(KEYS[3]), -1, waiting} end
 if S.kind == 'mutex' then
   return {1, S.holders[1].fence, redis.call('pttl', KEYS[1]), waiting}
 end

@@ -8,9 +8,9 @@ import { HOLDERS_LUA } from './lua-holders';
  * next in line, readers behind a leaving writer) are admitted.
  */
 export const LEAVE = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[6], ARGV[3], true)
-redis.call('zrem', KEYS[3], ARGV[1])
-redis.call('zrem', KEYS[4], ARGV[1])
+checkBuckets(KEYS[4], ARGV[3], true)
+redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('zrem', KEYS[5], ARGV[1])
 ${TIME_LUA}${HOLDERS_LUA}
 local S = holdersOf(true)
 drop(S, ARGV[2])

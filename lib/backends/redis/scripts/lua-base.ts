@@ -21,7 +21,7 @@ end
 /**
  * Lua on fence bucket counters (see `fence-buckets.ts`).
  * - `checkBuckets(meta, want, init)`: refuses (error "FENCEBUCKETS <n>") to go on when the
- *   node's counters are laid out for another bucket count (`meta` nil on a Cluster: one counter
+ *   node's counters are laid out for another bucket count (`want` '0' on a Cluster: one counter
  *   per slot, no check); `init` records `want` on a node that has no count yet (fresh, or
  *   restarted empty).
  * - `drawFence(counter)`: the bucket's next fence. A counter that does not exist yet (a fresh
@@ -35,7 +35,7 @@ end
  */
 export const FENCES_LUA = `
 local function checkBuckets(meta, want, init)
-  if not meta then return end
+  if want == '0' then return end
   local have = redis.call('get', meta)
   if not have then
     if init then redis.call('set', meta, want) end

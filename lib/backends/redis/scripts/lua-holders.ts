@@ -29,8 +29,7 @@ export const OVERTAKE_PER_PERMIT = 2;
 
 /**
  * Lua helpers on one key's holders and queue, after `VALUES_LUA`, `FENCES_LUA` and `TIME_LUA`.
- * KEYS: lock, fence bucket counter, queue, waiter expiries, arrival counter (and on a single node
- * the bucket-count key). `now` is the server's time, read once. A state `S` is `{ kind =
+ * KEYS: see `ACQUIRE` (lock, queue, counter, bucket-count key, waiter expiries, arrivals). `now` is the server's time, read once. A state `S` is `{ kind =
  * 'none'|'mutex'|'hash', holders = {...}, dirty }`, the holders live ones only, `dirty` once the
  * hash was written.
  * - `holdersOf(write)`: reads the key (refusing a value this module did not write); with
@@ -115,14 +114,14 @@ local swept = false
 local function headOf()
   if not swept then
     swept = true
-    if redis.call('exists', KEYS[3]) == 0 then return nil end
-    local dropped = redis.call('zrangebyscore', KEYS[4], '-inf', now)
+    if redis.call('exists', KEYS[2]) == 0 then return nil end
+    local dropped = redis.call('zrangebyscore', KEYS[5], '-inf', now)
     if #dropped > 0 then
-      redis.call('zrem', KEYS[3], unpack(dropped))
-      redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+      redis.call('zrem', KEYS[2], unpack(dropped))
+      redis.call('zremrangebyscore', KEYS[5], '-inf', now)
     end
   end
-  return redis.call('zrange', KEYS[3], 0, 0)[1]
+  return redis.call('zrange', KEYS[2], 0, 0)[1]
 end
 local function find(S, token)
   for i, h in ipairs(S.holders) do
@@ -142,7 +141,7 @@ local function fits(S, mode, permits)
 end
 local function grant(S, token, mode, permits, lease)
   local h = { token = token, mode = mode, permits = permits, slot = 0,
-              expiry = now + lease, fence = drawFence(KEYS[2]) }
+              expiry = now + lease, fence = drawFence(KEYS[3]) }
   if mode == 'x' and permits == 1 then
     redis.call('set', KEYS[1], token .. ' ' .. digits(h.fence), 'PX', lease)
     S.kind = 'mutex'
@@ -170,7 +169,7 @@ local function drop(S, token)
 end
 local function standIn(mode, permits, ownChannel)
   local window = OVERTAKE_PER_PERMIT * permits
-  local near = redis.call('zrange', KEYS[3], 0, window, 'WITHSCORES')
+  local near = redis.call('zrange', KEYS[2], 0, window, 'WITHSCORES')
   local last = tonumber(near[2]) + window
   for i = 3, #near, 2 do
     if tonumber(near[i + 1]) > last then return nil end
@@ -198,8 +197,8 @@ local function admitQueue(S, self, selfTtl, ownChannel, told)
       end
     end
     local h = grant(S, token, mode, permits, head == self and selfTtl or lease)
-    redis.call('zrem', KEYS[3], head)
-    redis.call('zrem', KEYS[4], head)
+    redis.call('zrem', KEYS[2], head)
+    redis.call('zrem', KEYS[5], head)
     if channel == ownChannel then
       told[#told + 1] = tagged .. ' ' .. digits(h.fence) .. ' ' .. h.slot
     elseif head ~= self then

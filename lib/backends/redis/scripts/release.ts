@@ -13,7 +13,7 @@ import { HOLDERS_LUA } from './lua-holders';
  * for is deleted on the fast path.
  */
 export const RELEASE = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[6], ARGV[3], true)
+checkBuckets(KEYS[4], ARGV[3], true)
 local token, dropped = ARGV[1], nil
 local current = redis.pcall('get', KEYS[1])
 if type(current) == 'string' then
@@ -21,9 +21,9 @@ if type(current) == 'string' then
   if not holder then foreign('string') end
   if holder ~= token then return {0} end
   redis.call('del', KEYS[1])
-  if redis.call('exists', KEYS[3]) == 0 then return {1} end
+  if redis.call('exists', KEYS[2]) == 0 then return {1} end
   dropped = 1
-elseif current == false and redis.call('exists', KEYS[3]) == 0 then
+elseif current == false and redis.call('exists', KEYS[2]) == 0 then
   return {0}
 end
 ${TIME_LUA}${HOLDERS_LUA}
