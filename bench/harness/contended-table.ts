@@ -5,6 +5,7 @@ import { fmt, type BenchTable, type ChartSpec } from './result';
 export const CONTENDER_LABELS: Record<string, string> = {
   'ours-redis': 'ours (Redis)',
   redlock: 'redlock 4.2.0 (retryDelay 200 ms)',
+  'redlock-universal': 'redlock-universal 0.8.5 (retryDelay 100 ms)',
   'redis-semaphore': 'redis-semaphore 5.8.0 (retryInterval 10 ms)',
   'ours-zookeeper': 'ours (ZooKeeper)',
   'raw-zookeeper': 'raw recipe (node-zookeeper-client)',
