@@ -67,8 +67,8 @@ describe('README', () => {
 
   it('the slug rule matches GitHub on the headings linked from the contents', () => {
     expect(slug('Metrics (OpenTelemetry → Prometheus)')).toBe('metrics-opentelemetry--prometheus');
-    expect(slug("Redlock (`type: 'redlock'`, needs `redlock@4.2.0` and `ioredis` 5)")).toBe(
-      'redlock-type-redlock-needs-redlock420-and-ioredis-5',
+    expect(slug("Redis (`type: 'redis'`, on ioredis 5/6, node-redis 4/5/6 or iovalkey)")).toBe(
+      'redis-type-redis-on-ioredis-56-node-redis-456-or-iovalkey',
     );
     expect(linkTargets('[a](#x) `[b](c)` ![i](img.svg)\n```\n[d](e)\n```')).toEqual([
       '#x',
