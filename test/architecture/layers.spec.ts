@@ -9,7 +9,10 @@
  * - a backend imports, outside its own folder, only the contract, the shared helpers and the
  *   errors (Redlock also the Redis folder it is built on);
  * - one file registers every backend (lib/backends/backend-types.ts), and only the module
- *   (the composition root) imports it.
+ *   (the composition root) imports it;
+ * - nothing of the Redis and Redlock backends above the client port knows which client runs:
+ *   only their factories import an adapter or the builder (the rest, the port's interface);
+ * - no file of the Redis and Redlock backends is over 400 lines (one idea per file).
  *
  * A fixture tree with one wrong import shows each rule fails when it should.
  */
@@ -71,6 +74,16 @@ function violations(graph: Map<string, string[]>): string[] {
       if (to === 'backends/backend-types' && from !== 'lock.module') {
         broken('only the module (composition root) imports the backend registration');
       }
+      const adapter =
+        under(to, 'backends/redis/port') &&
+        to !== 'backends/redis/port/redis-port' &&
+        to !== 'backends/redis/port/key-slot';
+      const aboveThePort =
+        (under(from, 'backends/redis') && !under(from, 'backends/redis/port')) ||
+        under(from, 'backends/redlock');
+      if (adapter && aboveThePort && !from.endsWith('.factory')) {
+        broken('above the Redis port, only the factories know the client adapters');
+      }
       const otherBackend =
         under(to, 'backends') &&
         to !== 'backends/backend-config' &&
@@ -81,6 +94,21 @@ function violations(graph: Map<string, string[]>): string[] {
     }
   }
   return found;
+}
+
+/** Lines of every .ts file under `root`'s Redis and Redlock folders, over `max`, as "file: n". */
+function oversized(root: string, max: number): string[] {
+  return ['backends/redis', 'backends/redlock'].flatMap((folder) => {
+    const dir = path.join(root, folder);
+    if (!fs.existsSync(dir)) return [];
+    return fs
+      .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.ts'))
+      .flatMap((f) => {
+        const lines = fs.readFileSync(path.join(dir, f), 'utf8').split('\n').length - 1;
+        return lines > max ? [`${folder}/${f}: ${lines}`] : [];
+      });
+  });
 }
 
 describe('layers of lib/', () => {
@@ -94,7 +122,11 @@ describe('layers of lib/', () => {
     expect(violations(graph)).toEqual([]);
   });
 
-  it('reports each kind of wrong import (fixture)', () => {
+  it('keep the Redis and Redlock files to one idea each: none over 400 lines', () => {
+    expect(oversized(LIB, 400)).toEqual([]);
+  });
+
+  it('reports each kind of wrong import, and an oversized file (fixture)', () => {
     const write = (file: string, text: string) => {
       fs.mkdirSync(path.dirname(path.join(tmp, file)), { recursive: true });
       fs.writeFileSync(path.join(tmp, file), text);
@@ -105,6 +137,9 @@ describe('layers of lib/', () => {
     write('backends/backend-types.ts', 'export const T = {};\n');
     write('http/x.ts', "import { T } from '../backends/backend-types';\n");
     write('lock.interfaces.ts', "import type { C } from './backends/backend-config';\n");
+    write('backends/redis/waiter.ts', "import { P } from './port/ioredis-port';\n");
+    write('backends/redis/redis.factory.ts', "import { B } from './port/client-builder';\n");
+    write('backends/redlock/big.ts', 'x;\n'.repeat(401));
     const found = violations(importGraph(tmp));
     expect(found).toEqual(
       expect.arrayContaining([
@@ -113,8 +148,10 @@ describe('layers of lib/', () => {
         expect.stringContaining('a backend imports only the contract'),
         expect.stringContaining('only the module (composition root)'),
         expect.stringContaining('the per-call types (which the engine reads) import nothing'),
+        expect.stringContaining('above the Redis port, only the factories know'),
       ]),
     );
-    expect(found).toHaveLength(6);
+    expect(found).toHaveLength(7);
+    expect(oversized(tmp, 400)).toEqual(['backends/redlock/big.ts: 401']);
   });
 });
