@@ -226,7 +226,7 @@ describe('redis (single node): fence buckets and extendMany', () => {
     const prefixed = new RedisKeyspace('app:');
     expect(prefixed.counter(12_182)).toBe('app:{foo}nestjs-distributed-lock:fence');
     expect(prefixed.bucketCountKey).toBe('app:nestjs-distributed-lock:fence-buckets');
-    expect(prefixed.names('app:k').lock).toMatch(/^app:\{[\w-]{27}\}k$/);
+    expect(prefixed.names('app:k').lock).toMatch(/^app:\{[\w-]{11}\}k$/);
     expect(prefixed.channel('x')).toBe('app:nestjs-distributed-lock:waiters:x');
     expect(fenceBucket(12_182, 64)).toBe(12_182 % 64);
     expect(fenceBucket(12_182, null)).toBe(12_182);

@@ -21,8 +21,9 @@ export function taggedToken({ token, mode, permits = 1 }: GrantRequest): string 
 
 /**
  * One acquisition attempt; a positive waiter ttl queues (or keeps queued) the caller as
- * `member`. A mutex first tries the lean script (a free key nobody waits for: the whole
- * uncontended cycle), then, if the key is busy or of another kind, the general one. An attempt
+ * `member`. With `lean`, a mutex first tries the lean script (a free key nobody waits for: the
+ * whole uncontended cycle), then, if the key is busy or of another kind, the general one; a
+ * waiter that already found the key busy goes straight to the general one. An attempt
  * failed because the connection dropped may still run when the client resends it after
  * reconnecting: whatever it then took (the lock, a place in the queue) is given back. A request
  * whose permits disagree with the key's holders is refused (`LockConfigError`).
@@ -33,6 +34,7 @@ export async function attempt(
   request: GrantRequest,
   waiterTtlMs: number,
   member = '',
+  lean = true,
 ): Promise<AttemptReply> {
   const { token, ttlMs, permits = 1 } = request;
   const mode = request.mode === 'shared' ? 's' : 'x';
@@ -41,7 +43,7 @@ export async function attempt(
       .then(() => store.runRaw(LEAVE, store.keysOf(names, count), [member, token, count ?? 0]))
       .catch(() => undefined);
   };
-  if (mode === 'x' && permits === 1) {
+  if (lean && mode === 'x' && permits === 1) {
     const fence = await store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undo, 4);
     if (fence !== null) return [1, Number(fence), 0];
   }

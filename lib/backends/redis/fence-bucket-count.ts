@@ -48,6 +48,25 @@ export class FenceBucketCount {
     return call(this.current).catch((err: unknown) => this.retried(err, call));
   }
 
+  /**
+   * The node's count once it is prepared (the hot path calls with it directly, then
+   * {@link followRefusal} on an error); undefined before.
+   */
+  get preparedCount(): number | undefined {
+    return this.ready ? this.current : undefined;
+  }
+
+  /**
+   * After a call made with {@link preparedCount} failed: `true` when the node refused it for
+   * another count (which this instance now uses: call again), `false` for any other error.
+   */
+  followRefusal(err: unknown): boolean {
+    const count = refusedFor(err);
+    if (count === undefined) return false;
+    this.adopt(count);
+    return true;
+  }
+
   /** {@link run} before the node was prepared: prepares it first (once; again after a failure). */
   private async runPrepared<T>(
     exec: NodeScriptRunner,

@@ -13,22 +13,44 @@ export interface RedisLockNames {
   readonly waiters: string;
   /** Arrival counter that orders `queue`. */
   readonly arrivals: string;
+  /**
+   * The KEYS of this lock's scripts under one bucket count, made once (see
+   * `RedisStore.keysOf`): a cycle sends them twice, and arrays built for every call were a share
+   * of its client time.
+   */
+  scriptKeys?: {
+    readonly count: number | null;
+    /** Every name: lock, queue, counter, bucket-count key (or the counter), waiters, arrivals. */
+    readonly all: readonly string[];
+    /** The first four (the lean acquire's). */
+    readonly lean: readonly string[];
+    /** The first two (the lean release's). */
+    readonly pair: readonly string[];
+  };
 }
 
 /** What the module writes in Redis besides locks, after the prefix. */
 const NAMESPACE = 'nestjs-distributed-lock';
 /** Names of recently used keys kept (a cycle needs them twice, a SHA-1 each time). */
 const RECENT_MAX = 1_000;
+/**
+ * Characters of a lock's hash tag (base64url of its key's SHA-1: 66 bits). The tag only has to
+ * put a lock's names in one slot and keep the user's braces out of the slot: the names differ by
+ * the key after it. A tag collision between a key and that key plus `:queue` (2^-66) is the only
+ * way two locks' names could meet. Every name is sent with every script call, so shorter is
+ * cheaper.
+ */
+const TAG_LENGTH = 11;
 
 /**
  * Every Redis name the module uses under one `keyPrefix`, so that a Redis user whose ACL allows
  * only `~<prefix>*` (and `&<prefix>*` for the wake-up channels) can lock:
- * - a lock: `<prefix>{<tag>}<key>` and its `:queue`, `:waiters`, `:arrivals`. The tag is a
+ * - a lock: `<prefix>{<tag>}<key>` and its `:queue`, `:waiters`, `:arrivals`. The tag is from a
  *   SHA-1 of the prefixed key, so a lock's names share a Cluster slot, and braces in the key can
  *   never pick the slot (Redis uses the first `{...}`: ours, unless the prefix has one of its own,
  *   which then puts every lock in the prefix's slot);
  * - fence bucket counters: `<prefix>{<T>}nestjs-distributed-lock:fence`, `T` the shortest text
- *   whose slot is the bucket's (see `fence-buckets.ts`); a lock's tag is 27 characters, so no
+ *   whose slot is the bucket's (see `fence-buckets.ts`); a lock's tag is 11 characters, so no
  *   key's name is ever a counter's;
  * - the bucket count of a single node: `<prefix>nestjs-distributed-lock:fence-buckets`;
  * - wake-up channels: `<prefix>nestjs-distributed-lock:waiters:<random>`.
@@ -71,7 +93,7 @@ export class RedisKeyspace {
     const cached = this.recent.get(fullKey);
     if (cached) return cached.lock;
     const rest = fullKey.startsWith(this.prefix) ? fullKey.slice(this.prefix.length) : fullKey;
-    return `${this.prefix}{${hash('sha1', fullKey, 'base64url')}}${rest}`;
+    return `${this.prefix}{${hash('sha1', fullKey, 'base64url').slice(0, TAG_LENGTH)}}${rest}`;
   }
 
   /** The counter of fence bucket `bucket` (see `fence-buckets.ts`). */

@@ -63,9 +63,10 @@ export class RedisStore {
   /**
    * Runs a script of one lock key: KEYS are the first `keyCount` of the key's names (lock, queue,
    * its bucket's counter, the node's bucket-count key or on a Cluster the counter again, waiter
-   * expiries, arrivals), ARGV are `args` and the node's bucket count (0 on a Cluster).
-   * `onAbandoned` gets the call's own promise when the connection dropped under it (a late reply
-   * to undo), with the bucket count it was sent with.
+   * expiries, arrivals), ARGV are `args` and, unless `keyCount` is 2 (a script that draws and
+   * reads no fence), the node's bucket count (0 on a Cluster). `onAbandoned` gets the call's own
+   * promise when the connection dropped under it (a late reply to undo), with the bucket count
+   * it was sent with.
    */
   keyScript(
     script: RedisScript,
@@ -74,20 +75,42 @@ export class RedisStore {
     onAbandoned?: (late: Promise<unknown>, count: number | null) => void,
     keyCount = 6,
   ): Promise<unknown> {
-    const call = (count: number | null): Promise<unknown> => {
-      const keys = this.keysOf(names, count, keyCount);
-      const argv = [...args, count ?? 0];
-      return this.connection.run(
-        () => this.#port.evalScript(script, keys, argv),
-        onAbandoned && ((late) => onAbandoned(late, count)),
-      );
-    };
-    const reply = this.#buckets
-      ? this.#buckets.run((s, keys, argv) => this.run(s, keys, argv), call)
-      : call(null);
-    return reply.catch((err: unknown) => {
+    const buckets = this.#buckets;
+    const count = buckets ? buckets.preparedCount : null;
+    if (count === undefined) {
+      // The node's bucket count is not known yet: read (and if need be, move) it first.
+      return buckets!
+        .run(
+          (s, keys, argv) => this.run(s, keys, argv),
+          (known) => this.send(script, names, args, known, keyCount, onAbandoned),
+        )
+        .catch((err: unknown) => {
+          throw this.foreign(err, names.lock) ?? err;
+        });
+    }
+    return this.send(script, names, args, count, keyCount, onAbandoned).catch((err: unknown) => {
+      // Refused for another bucket count (an instance changed it since): once more with it.
+      if (buckets?.followRefusal(err))
+        return this.keyScript(script, names, args, onAbandoned, keyCount);
       throw this.foreign(err, names.lock) ?? err;
     });
+  }
+
+  /** One call of {@link keyScript} under bucket count `count`. */
+  private send(
+    script: RedisScript,
+    names: RedisLockNames,
+    args: readonly (string | number)[],
+    count: number | null,
+    keyCount: number,
+    onAbandoned?: (late: Promise<unknown>, count: number | null) => void,
+  ): Promise<unknown> {
+    const keys = this.keysOf(names, count, keyCount);
+    const argv = keyCount === 2 ? args : [...args, count ?? 0];
+    return this.connection.run(
+      () => this.#port.evalScript(script, keys, argv),
+      onAbandoned && ((late) => onAbandoned(late, count)),
+    );
   }
 
   /** A script on explicit KEYS and ARGV, through the connection. */
@@ -138,12 +161,14 @@ export class RedisStore {
    * The first `keyCount` KEYS of a key script for the node's bucket count (`null` on a Cluster,
    * whose scripts get the counter again for the bucket-count key: every key in the lock's slot).
    */
-  keysOf(names: RedisLockNames, count: number | null, keyCount = 6): string[] {
-    if (keyCount <= 2) return [names.lock, names.queue];
-    const counter = this.keyspace.counter(fenceBucket(names.slot, count));
-    const meta = count === null ? counter : this.keyspace.bucketCountKey;
-    const keys = [names.lock, names.queue, counter, meta];
-    if (keyCount > 4) keys.push(names.waiters, names.arrivals);
-    return keys;
+  keysOf(names: RedisLockNames, count: number | null, keyCount = 6): readonly string[] {
+    let cached = names.scriptKeys;
+    if (cached?.count !== count) {
+      const counter = this.keyspace.counter(fenceBucket(names.slot, count));
+      const meta = count === null ? counter : this.keyspace.bucketCountKey;
+      const all = [names.lock, names.queue, counter, meta, names.waiters, names.arrivals];
+      names.scriptKeys = cached = { count, all, lean: all.slice(0, 4), pair: all.slice(0, 2) };
+    }
+    return keyCount === 6 ? cached.all : keyCount === 4 ? cached.lean : cached.pair;
   }
 }

@@ -69,8 +69,9 @@ export class RedisWaiting {
       if (reply[0] === 1) return grantOf(reply, sentAt);
       request.onQueued?.();
       if (request.signal.aborted || this.closed || monotonicNow() >= deadline) return null;
+      return this.waitInQueue(request, names, deadline, false);
     }
-    return this.waitInQueue(request, names, deadline);
+    return this.waitInQueue(request, names, deadline, true);
   }
 
   /**
@@ -98,11 +99,16 @@ export class RedisWaiting {
     await this.channel.close();
   }
 
-  /** The wait in the queue, its first attempt queueing the caller if the key is busy. */
+  /**
+   * The wait in the queue, its first attempt queueing the caller if the key is busy (tried the
+   * lean way first when the key `maybeFree`).
+   */
   private async waitInQueue(
     request: QueuedRequest,
     names: RedisLockNames,
     deadline: number,
+    /** The key may well be free: the first attempt tries the lean way first. */
+    maybeFree: boolean,
   ): Promise<LockGrant | null> {
     const { ttlMs, signal } = request;
     // Lease start of a handed-over lock: the send time of our last attempt that found the lock
@@ -137,6 +143,7 @@ export class RedisWaiting {
           request,
           WAITER_TTL_MS,
           waiter.member,
+          maybeFree && round === 0,
         );
         if (reply[0] === 1) {
           waiter.queued = false;
