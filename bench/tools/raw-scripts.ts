@@ -12,8 +12,7 @@ import { newOwnerToken } from '../../lib/core/shared/token';
 
 /**
  * The KEYS the backend sends with a key script for `key` (no key prefix) on a single node with
- * the default fence buckets: lock, queue, its bucket's counter, bucket-count key, waiter
- * expiries, arrivals.
+ * the default fence buckets: lock, queue, its bucket's counter, waiter expiries, arrivals.
  */
 export function scriptKeys(key: string): string[] {
   const keyspace = new RedisKeyspace('');
@@ -22,7 +21,6 @@ export function scriptKeys(key: string): string[] {
     names.lock,
     names.queue,
     keyspace.counter(fenceBucket(names.slot, DEFAULT_FENCE_BUCKETS)),
-    keyspace.bucketCountKey,
     names.waiters,
     names.arrivals,
   ];
@@ -49,9 +47,8 @@ export function rawScriptCycle(client: Redis, key: string): () => Promise<void> 
       '',
       'x',
       1,
-      DEFAULT_FENCE_BUCKETS,
     )) as number[];
     if (taken[0] !== 1) throw new Error(`raw scripts: ${key} is busy`);
-    await client.evalsha(RELEASE.sha, keys.length, ...keys, token, '', DEFAULT_FENCE_BUCKETS);
+    await client.evalsha(RELEASE.sha, keys.length, ...keys, token, '');
   };
 }

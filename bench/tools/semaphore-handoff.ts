@@ -21,7 +21,6 @@ import { summarize } from '../harness/stats';
 import { ACQUIRE as SHARED_ACQUIRE } from '../../lib/backends/redis/scripts/acquire';
 import { RELEASE as SHARED_RELEASE } from '../../lib/backends/redis/scripts/release';
 import { scriptKeys } from './raw-scripts';
-import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
 
 /**
  * `PEER=2`: our Redis protocol (the same scripts, keys, queue and hand-over) driven by a bare
@@ -71,7 +70,6 @@ class Bare {
       `3000 ${tagged} ${this.channel}`,
       'x',
       PERMITS,
-      DEFAULT_FENCE_BUCKETS,
     )) as number[];
     let grant: [number, number];
     if (reply[0] === 1 || reply[0] === 2) {
@@ -89,7 +87,6 @@ class Bare {
           ...keys,
           token,
           this.channel,
-          DEFAULT_FENCE_BUCKETS,
         )) as string[];
         for (let i = 1; i < out.length; i++) this.told(out[i]);
       },

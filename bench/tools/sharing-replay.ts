@@ -12,7 +12,6 @@ import { randomUUID } from 'node:crypto';
 import { ACQUIRE as SHARED_ACQUIRE } from '../../lib/backends/redis/scripts/acquire';
 import { RELEASE as SHARED_RELEASE } from '../../lib/backends/redis/scripts/release';
 import { scriptKeys } from './raw-scripts';
-import { DEFAULT_FENCE_BUCKETS } from '../../lib/backends/redis/fence-buckets';
 
 const PERMITS = 4;
 
@@ -48,7 +47,6 @@ async function main(): Promise<void> {
       `3000 ${w.token}|p${PERMITS} ${w.channel}`,
       'x',
       PERMITS,
-      DEFAULT_FENCE_BUCKETS,
     )) as number[];
   const holders: { token: string; channel: string }[] = [];
   for (const w of workers) {
@@ -64,14 +62,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     const w = holders.shift()!;
     const a = process.hrtime.bigint();
-    const out = (await r.evalsha(
-      relSha,
-      keys.length,
-      ...keys,
-      w.token,
-      w.channel,
-      DEFAULT_FENCE_BUCKETS,
-    )) as unknown[];
+    const out = (await r.evalsha(relSha, keys.length, ...keys, w.token, w.channel)) as unknown[];
     const b = process.hrtime.bigint();
     relUs += Number(b - a) / 1000;
     if (out[0] !== 1) throw new Error(`release: ${JSON.stringify(out)}`);

@@ -6,7 +6,6 @@ import { randomUUID } from 'node:crypto';
 import { expect } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import type { LockBackend } from '../../lib/core/contract/lock-backend';
-import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
 import { redisLockNames } from './redis-names';
 
 /** A fresh owner token (32 hex digits, as the engine makes them). */
@@ -70,25 +69,19 @@ export async function allKeys(redis: Redis): Promise<string[]> {
   return found;
 }
 
-/** What a node holds of the module's: fence counters, the bucket-count key, and the rest. */
+/** What a node holds of the module's: fence counters, and the rest. */
 export interface NodeFootprint {
   counters: string[];
-  meta: boolean;
   /** Anything else (a lock, a queue), with its PTTL. */
   others: Array<{ key: string; pttl: number }>;
 }
 
-/**
- * Sorts a node's keys into counters (`<prefix>{T}nestjs-distributed-lock:fence`), the
- * bucket-count key and the rest.
- */
+/** Sorts a node's keys into counters (`<prefix>{T}nestjs-distributed-lock:fence`) and the rest. */
 export async function footprint(redis: Redis, prefix = ''): Promise<NodeFootprint> {
-  const result: NodeFootprint = { counters: [], meta: false, others: [] };
+  const result: NodeFootprint = { counters: [], others: [] };
   const counter = new RegExp(`^${escape(prefix)}\\{[0-9a-z]+\\}nestjs-distributed-lock:fence$`);
-  const meta = new RedisKeyspace(prefix).bucketCountKey;
   for (const key of await allKeys(redis)) {
     if (counter.test(key)) result.counters.push(key);
-    else if (key === meta) result.meta = true;
     else result.others.push({ key, pttl: await redis.pttl(key) });
   }
   return result;

@@ -38,13 +38,13 @@ export async function attempt(
 ): Promise<AttemptReply> {
   const { token, ttlMs, permits = 1 } = request;
   const mode = request.mode === 'shared' ? 's' : 'x';
-  const undo = (late: Promise<unknown>, count: number | null): void => {
+  const undo = (late: Promise<unknown>): void => {
     late
-      .then(() => store.runRaw(LEAVE, store.keysOf(names, count), [member, token, count ?? 0]))
+      .then(() => store.runRaw(LEAVE, store.keysOf(names), [member, token]))
       .catch(() => undefined);
   };
   if (lean && mode === 'x' && permits === 1) {
-    const fence = await store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undo, 4);
+    const fence = await store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undo, 3);
     if (fence !== null) return [1, Number(fence), 0];
   }
   const reply = (await store.keyScript(

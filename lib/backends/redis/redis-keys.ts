@@ -19,10 +19,11 @@ export interface RedisLockNames {
    * of its client time.
    */
   scriptKeys?: {
+    /** The bucket count they were made for (`null`: a Cluster's, one counter per slot). */
     readonly count: number | null;
-    /** Every name: lock, queue, counter, bucket-count key (or the counter), waiters, arrivals. */
+    /** Every name: lock, queue, counter, waiters, arrivals. */
     readonly all: readonly string[];
-    /** The first four (the lean acquire's). */
+    /** The first three (the lean acquire's). */
     readonly lean: readonly string[];
     /** The first two (the lean release's). */
     readonly pair: readonly string[];
@@ -52,20 +53,15 @@ const TAG_LENGTH = 11;
  * - fence bucket counters: `<prefix>{<T>}nestjs-distributed-lock:fence`, `T` the shortest text
  *   whose slot is the bucket's (see `fence-buckets.ts`); a lock's tag is 11 characters, so no
  *   key's name is ever a counter's;
- * - the bucket count of a single node: `<prefix>nestjs-distributed-lock:fence-buckets`;
  * - wake-up channels: `<prefix>nestjs-distributed-lock:waiters:<random>`.
  */
 export class RedisKeyspace {
-  /** The node's bucket-count key (single node and Redlock nodes). */
-  readonly bucketCountKey: string;
   private readonly recent = new Map<string, RedisLockNames>();
 
   constructor(
     /** The module's `keyPrefix`: every key reaching the backend starts with it. */
     readonly prefix: string,
-  ) {
-    this.bucketCountKey = `${prefix}${NAMESPACE}:fence-buckets`;
-  }
+  ) {}
 
   /** The names of a lock key (prefix included, as the backend receives it). */
   names(fullKey: string): RedisLockNames {

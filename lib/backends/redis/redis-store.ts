@@ -1,7 +1,5 @@
-import { Logger } from '@nestjs/common';
 import { LockBackendError } from '../../errors/lock.errors';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
-import { FenceBucketCount } from './fence-bucket-count';
 import { fenceBucket } from './fence-buckets';
 import type { RedisPort, RedisScript } from './port/redis-port';
 import { RedisConnection } from './redis-connection';
@@ -13,14 +11,14 @@ const FOREIGN = /^FOREIGN (\S+)/;
 /**
  * One Redis (a single node or a Cluster) as the backend's parts use it: its client port, the
  * connection state every call goes through (failing at once while the client is known to be
- * down), the node's fence bucket count (single node), and the module's names. A script's refusal
- * of a key this module did not write becomes a `LockBackendError` naming the key and its type.
+ * down), the fence bucket count, and the module's names. A script's refusal of a key this module
+ * did not write becomes a `LockBackendError` naming the key and its type.
  */
 export class RedisStore {
   /** The client's connection state: every call goes through it. */
   readonly connection: RedisConnection;
-  /** The node's fence bucket count; absent on a Cluster (one counter per hash slot). */
-  readonly #buckets?: FenceBucketCount;
+  /** Fence counters on a single node; `null` on a Cluster (one counter per hash slot). */
+  private readonly buckets: number | null;
   // ES-private: util.inspect of a lock handle reaches the backend and its parts, and must not
   // print a client's options (its password).
   readonly #port: RedisPort;
@@ -43,11 +41,7 @@ export class RedisStore {
       `redis backend "${backendName}"`,
       ownsClient ? 'always' : 'unhandled',
     );
-    if (!port.cluster) {
-      this.#buckets = new FenceBucketCount(keyspace, fenceBuckets, (message) =>
-        new Logger('LockService').warn(`redis backend "${backendName}": ${message}`),
-      );
-    }
+    this.buckets = port.cluster ? null : fenceBuckets;
   }
 
   /** The client port (the wake-up channel makes its subscriber from it). */
@@ -62,55 +56,22 @@ export class RedisStore {
 
   /**
    * Runs a script of one lock key: KEYS are the first `keyCount` of the key's names (lock, queue,
-   * its bucket's counter, the node's bucket-count key or on a Cluster the counter again, waiter
-   * expiries, arrivals), ARGV are `args` and, unless `keyCount` is 2 (a script that draws and
-   * reads no fence), the node's bucket count (0 on a Cluster). `onAbandoned` gets the call's own
-   * promise when the connection dropped under it (a late reply to undo), with the bucket count
-   * it was sent with.
+   * its bucket's counter, waiter expiries, arrivals), ARGV are `args`. `onAbandoned` gets the
+   * call's own promise when the connection dropped under it (a late reply to undo).
    */
   keyScript(
     script: RedisScript,
     names: RedisLockNames,
     args: readonly (string | number)[],
-    onAbandoned?: (late: Promise<unknown>, count: number | null) => void,
-    keyCount = 6,
+    onAbandoned?: (late: Promise<unknown>) => void,
+    keyCount = 5,
   ): Promise<unknown> {
-    const buckets = this.#buckets;
-    const count = buckets ? buckets.preparedCount : null;
-    if (count === undefined) {
-      // The node's bucket count is not known yet: read (and if need be, move) it first.
-      return buckets!
-        .run(
-          (s, keys, argv) => this.run(s, keys, argv),
-          (known) => this.send(script, names, args, known, keyCount, onAbandoned),
-        )
-        .catch((err: unknown) => {
-          throw this.foreign(err, names.lock) ?? err;
-        });
-    }
-    return this.send(script, names, args, count, keyCount, onAbandoned).catch((err: unknown) => {
-      // Refused for another bucket count (an instance changed it since): once more with it.
-      if (buckets?.followRefusal(err))
-        return this.keyScript(script, names, args, onAbandoned, keyCount);
-      throw this.foreign(err, names.lock) ?? err;
-    });
-  }
-
-  /** One call of {@link keyScript} under bucket count `count`. */
-  private send(
-    script: RedisScript,
-    names: RedisLockNames,
-    args: readonly (string | number)[],
-    count: number | null,
-    keyCount: number,
-    onAbandoned?: (late: Promise<unknown>, count: number | null) => void,
-  ): Promise<unknown> {
-    const keys = this.keysOf(names, count, keyCount);
-    const argv = keyCount === 2 ? args : [...args, count ?? 0];
-    return this.connection.run(
-      () => this.#port.evalScript(script, keys, argv),
-      onAbandoned && ((late) => onAbandoned(late, count)),
-    );
+    const keys = this.keysOf(names, keyCount);
+    return this.connection
+      .run(() => this.#port.evalScript(script, keys, args), onAbandoned)
+      .catch((err: unknown) => {
+        throw this.foreign(err, names.lock) ?? err;
+      });
   }
 
   /** A script on explicit KEYS and ARGV, through the connection. */
@@ -157,18 +118,19 @@ export class RedisStore {
     );
   }
 
-  /**
-   * The first `keyCount` KEYS of a key script for the node's bucket count (`null` on a Cluster,
-   * whose scripts get the counter again for the bucket-count key: every key in the lock's slot).
-   */
-  keysOf(names: RedisLockNames, count: number | null, keyCount = 6): readonly string[] {
+  /** The first `keyCount` KEYS of a key script (5, 3 or 2), made once per lock name. */
+  keysOf(names: RedisLockNames, keyCount = 5): readonly string[] {
     let cached = names.scriptKeys;
-    if (cached?.count !== count) {
-      const counter = this.keyspace.counter(fenceBucket(names.slot, count));
-      const meta = count === null ? counter : this.keyspace.bucketCountKey;
-      const all = [names.lock, names.queue, counter, meta, names.waiters, names.arrivals];
-      names.scriptKeys = cached = { count, all, lean: all.slice(0, 4), pair: all.slice(0, 2) };
+    if (cached?.count !== this.buckets) {
+      const counter = this.keyspace.counter(fenceBucket(names.slot, this.buckets));
+      const all = [names.lock, names.queue, counter, names.waiters, names.arrivals];
+      names.scriptKeys = cached = {
+        count: this.buckets,
+        all,
+        lean: all.slice(0, 3),
+        pair: all.slice(0, 2),
+      };
     }
-    return keyCount === 6 ? cached.all : keyCount === 4 ? cached.lean : cached.pair;
+    return keyCount === 5 ? cached.all : keyCount === 3 ? cached.lean : cached.pair;
   }
 }

@@ -1,6 +1,4 @@
-import { Logger } from '@nestjs/common';
 import type { SecretRedactor } from '../../core/contract/backend-factory';
-import { FenceBucketCount } from '../redis/fence-bucket-count';
 import { fenceBucket } from '../redis/fence-buckets';
 import type { RedisPort, RedisScript, ScriptCall } from '../redis/port/redis-port';
 import { RedisConnection } from '../redis/redis-connection';
@@ -9,8 +7,8 @@ import { RestartGuard } from '../redis/restart-guard';
 
 /**
  * One independent Redis node of a Redlock set: its client port, its connection state (a node
- * known to be down is counted out at once, with its reason), its own fence bucket count (nodes
- * are independent: each has its own layout), and the name messages give it (`host:port`).
+ * known to be down is counted out at once, with its reason), its restart guard, and the name
+ * messages give it (`host:port`).
  */
 export class QuorumNode {
   /** `host:port`, redacted. */
@@ -18,7 +16,6 @@ export class QuorumNode {
   readonly connection: RedisConnection;
   /** Whether the node has been up long enough for its vote to count (see `RestartGuard`). */
   readonly guard: RestartGuard;
-  readonly #buckets: FenceBucketCount;
   // ES-private: util.inspect of a lock handle reaches the backend, and must not print a
   // client's options (its password).
   readonly #port: RedisPort;
@@ -30,7 +27,8 @@ export class QuorumNode {
     redactor: SecretRedactor,
     /** Whether the module made the client (it then logs every connection error). */
     ownsClient: boolean,
-    fenceBuckets: number,
+    /** Fence counters kept on the node (`fenceBuckets`). */
+    private readonly fenceBuckets: number,
     /** The node's restart guard, ms (`false`: none). */
     restartGuardMs: number | false,
   ) {
@@ -47,11 +45,6 @@ export class QuorumNode {
       (args) => this.command(args),
       restartGuardMs,
       `redlock backend "${backendName}" node ${this.label}`,
-    );
-    this.#buckets = new FenceBucketCount(keyspace, fenceBuckets, (message) =>
-      new Logger('LockService').warn(
-        `redlock backend "${backendName}" node ${this.label}: ${message}`,
-      ),
     );
   }
 
@@ -80,9 +73,8 @@ export class QuorumNode {
   }
 
   /**
-   * A script on a lock's copy and its fence bucket counter: KEYS `[...lead, counter, count key]`
-   * (`lead`: what precedes the counter, `counterFirst` puts it first), ARGV `[...args, count]`,
-   * run with the node's bucket count (its first call moves the node to the configured count).
+   * A script on a lock's copy and its fence bucket counter: KEYS `[lock, counter]`, or
+   * `[counter, lock]` with `counterFirst`.
    */
   fenced(
     script: RedisScript,
@@ -90,14 +82,8 @@ export class QuorumNode {
     counterFirst: boolean,
     args: readonly (string | number)[],
   ): Promise<unknown> {
-    return this.#buckets.run(
-      (s, keys, argv) => this.run(s, keys, argv),
-      (count) => {
-        const counter = this.keyspace.counter(fenceBucket(names.slot, count));
-        const lead = counterFirst ? [counter, names.lock] : [names.lock, counter];
-        return this.run(script, [...lead, this.keyspace.bucketCountKey], [...args, count]);
-      },
-    );
+    const counter = this.keyspace.counter(fenceBucket(names.slot, this.fenceBuckets));
+    return this.run(script, counterFirst ? [counter, names.lock] : [names.lock, counter], args);
   }
 
   /** Ends the client (only for clients the module made) and stops watching it. */

@@ -27,25 +27,22 @@ end
 `;
 
 /**
- * KEYS: lock, fence bucket counter, bucket-count key · ARGV: token, ttl ms, bucket count. The
- * lock round on one node: `SET NX PX` of the bare token and, when it took, the bucket's next
- * fence (the fencing round's draw, in the same round trip): `{1, draw}`, else `{0, 0}`.
+ * KEYS: lock, fence bucket counter · ARGV: token, ttl ms. The lock round on one node: `SET NX
+ * PX` of the bare token and, when it took, the bucket's next fence (the fencing round's draw, in
+ * the same round trip): `{1, draw}`, else `{0, 0}`.
  */
 export const LOCK = script(`${COPY_LUA}${FENCES_LUA}
-checkBuckets(KEYS[3], ARGV[3], true)
 if checkedCopy(KEYS[1]) then return {0, 0} end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, drawFence(KEYS[2])}
 `);
 
 /**
- * KEYS: fence bucket counter, lock, bucket-count key · ARGV: fence, token, bucket count. The
- * fencing round on one node: raises the bucket to at least the grant's fence (never lowers it),
+ * KEYS: fence bucket counter, lock · ARGV: fence, token. The fencing round on one node: raises the bucket to at least the grant's fence (never lowers it),
  * so the next grant's draw on any quorum exceeds it, and tags this node's copy of the lock, if it
  * is still ours, with the fence (`<token> <fence>`, keeping its expiry): what `inspect` reports.
  */
 export const RAISE_FENCE = script(`${COPY_LUA}${FENCES_LUA}
-checkBuckets(KEYS[3], ARGV[3], true)
 if lastFence(KEYS[1]) < tonumber(ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end
 local v = checkedCopy(KEYS[2])
 if v and copyOf(v) == ARGV[2] then
@@ -66,8 +63,9 @@ return 0
  * KEYS: n locks · ARGV: n tokens, then n ttls (ms). Renews this node's copies of our locks: per
  * key two entries, `1, <value>` renewed (the value, to put missing copies back with), `0, ''` no
  * copy here (the node restarted empty, or the copy expired), `-1, ''` someone else's, or
- * something this module did not write (left as it is). A missing copy is not created here: only once a quorum renewed (see
- * {@link RESTORE_COPIES}), or a lock freed on every node (`forceRelease`) would come back.
+ * something this module did not write (left as it is). A missing copy is not created here: only
+ * once a quorum renewed (see {@link RESTORE_COPIES}), or a lock freed on every node
+ * (`forceRelease`) would come back.
  */
 export const RENEW_COPIES = script(`${COPY_LUA}
 local n = #KEYS
@@ -103,12 +101,10 @@ return out
 `);
 
 /**
- * KEYS: lock, fence bucket counter, bucket-count key · ARGV: bucket count. This node's view of a
- * key: `{copy or '', PTTL, last fence}` (last fence: the bucket counter; 0 if never granted).
- * Reads only.
+ * KEYS: lock, fence bucket counter. This node's view of a key: `{copy or '', PTTL, last fence}`
+ * (last fence: the bucket counter; 0 if never granted). Reads only.
  */
 export const INSPECT_COPY = script(`${COPY_LUA}${FENCES_LUA}
-checkBuckets(KEYS[3], ARGV[1], false)
 return { checkedCopy(KEYS[1]) or '', redis.call('pttl', KEYS[1]), lastFence(KEYS[2]) }
 `);
 

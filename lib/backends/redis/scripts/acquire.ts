@@ -3,10 +3,9 @@ import { FENCES_LUA, TIME_LUA, VALUES_LUA } from './lua-base';
 import { HOLDERS_LUA } from './lua-holders';
 
 /**
- * KEYS: lock, queue, fence bucket counter, the node's bucket-count key (on a Cluster the counter
- * again), waiter expiries, arrival counter · ARGV: token, ttl ms, waiter ttl ms (0 = one attempt, do not queue),
- * queue member ("<lease ms> <tagged token> <channel>", '' for none), mode (`s`|`x`), permits,
- * bucket count.
+ * KEYS: lock, queue, fence bucket counter, waiter expiries, arrival counter · ARGV: token, ttl
+ * ms, waiter ttl ms (0 = one attempt, do not queue), queue member ("<lease ms> <tagged token>
+ * <channel>", '' for none), mode (`s`|`x`), permits.
  *
  * `{1, fence, slot}`: taken now (its turn in the queue, or nobody queued and the holders admit
  * it), with a fence drawn from the key's bucket in the same atomic step. `{2, fence, slot}`: the
@@ -22,7 +21,6 @@ import { HOLDERS_LUA } from './lua-holders';
  * admitted while they fit.
  */
 export const ACQUIRE = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[4], ARGV[7], true)
 local token, ttl, waiterTtl, member = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local mode, permits = ARGV[5], tonumber(ARGV[6])
 if mode == 'x' and permits == 1 then
@@ -60,10 +58,10 @@ if held then return {2, held.fence or lastFence(KEYS[3]), held.slot} end
 if mine then return {1, mine.fence, mine.slot} end
 if waiterTtl > 0 then
   if not redis.call('zscore', KEYS[2], member) then
-    redis.call('zadd', KEYS[2], redis.call('incr', KEYS[6]), member)
+    redis.call('zadd', KEYS[2], redis.call('incr', KEYS[5]), member)
   end
-  redis.call('zadd', KEYS[5], now + waiterTtl, member)
-  for _, i in ipairs({2, 5, 6}) do redis.call('pexpire', KEYS[i], 2 * waiterTtl) end
+  redis.call('zadd', KEYS[4], now + waiterTtl, member)
+  for _, i in ipairs({2, 4, 5}) do redis.call('pexpire', KEYS[i], 2 * waiterTtl) end
 end
 if S.kind == 'mutex' then return {0, redis.call('pttl', KEYS[1])} end
 local earliest

@@ -3,7 +3,7 @@ import { FENCES_LUA, TIME_LUA, VALUES_LUA } from './lua-base';
 import { HOLDERS_LUA } from './lua-holders';
 
 /**
- * KEYS: see `ACQUIRE` · ARGV: bucket count. What `LockService.inspect` reports of a key:
+ * KEYS: see `ACQUIRE`. What `LockService.inspect` reports of a key:
  * `{held (0|1), fence, lease left ms, live waiters}` for a mutex or a free key, and for shared or
  * counted holders also `holders, mode, permits, slot...`. The fence is the latest live holder's
  * (a fenced store must accept it); when free, the bucket counter (at least the key's last fence,
@@ -11,10 +11,9 @@ import { HOLDERS_LUA } from './lua-holders';
  * until then. Waiters are counted by their places that have not lapsed. Reads only.
  */
 export const INSPECT = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[4], ARGV[1], false)
 ${TIME_LUA}${HOLDERS_LUA}
 local S = holdersOf(false)
-local waiting = redis.call('zcount', KEYS[5], '(' .. now, '+inf')
+local waiting = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
 if not S.holders[1] then return {0, lastFence(KEYS[3]), -1, waiting} end
 if S.kind == 'mutex' then
   return {1, S.holders[1].fence, redis.call('pttl', KEYS[1]), waiting}

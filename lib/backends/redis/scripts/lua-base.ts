@@ -20,39 +20,25 @@ end
 
 /**
  * Lua on fence bucket counters (see `fence-buckets.ts`).
- * - `checkBuckets(meta, want, init)`: refuses (error "FENCEBUCKETS <n>") to go on when the
- *   node's counters are laid out for another bucket count (`want` '0' on a Cluster: one counter
- *   per slot, no check); `init` records `want` on a node that has no count yet (fresh, or
- *   restarted empty).
- * - `drawFence(counter)`: the bucket's next fence. A counter that does not exist yet (a fresh
- *   node, or one restarted without its data) starts at the server's time in microseconds, so
- *   fences keep rising across an empty restart: the counter only ever gains 1 a grant, and no
- *   node grants more than one lock a microsecond, so it never runs ahead of the clock (as long
- *   as the server's clock does not step back by more than the restart took).
+ * - `drawFence(counter)`: the bucket's next fence: the server's time in microseconds, or the
+ *   counter plus one when that is higher. Every key always draws from one counter, which only
+ *   rises, so a key's fences rise strictly whatever the clock does. Following the clock makes
+ *   them rise across counters too: a counter lost in a restart without data, or a key moved to
+ *   another bucket by a change of `fenceBuckets`, starts above every fence drawn before it (no
+ *   node runs two grants in one microsecond), as long as the server's clock does not step back.
  * - `lastFence(counter)`: the bucket's counter, at least the last fence any key of the bucket
  *   was granted (0 when none was).
  * - `digits(n)`: a fence (up to 16 digits) as text; Lua's own conversion would round it.
  */
 export const FENCES_LUA = `
-local function checkBuckets(meta, want, init)
-  if want == '0' then return end
-  local have = redis.call('get', meta)
-  if not have then
-    if init then redis.call('set', meta, want) end
-  elseif have ~= want then
-    error({err = 'FENCEBUCKETS ' .. have})
-  end
-end
 local function digits(n)
   return string.format('%.0f', n)
 end
 local function drawFence(counter)
-  local fence = redis.call('incr', counter)
-  if fence == 1 then
-    local t = redis.call('time')
-    fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', counter, digits(fence))
-  end
+  local t = redis.call('time')
+  local fence = math.max(tonumber(redis.call('get', counter) or '0') + 1,
+                         tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('set', counter, digits(fence))
   return fence
 end
 local function lastFence(counter)

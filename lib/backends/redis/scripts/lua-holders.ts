@@ -29,7 +29,7 @@ export const OVERTAKE_PER_PERMIT = 2;
 
 /**
  * Lua helpers on one key's holders and queue, after `VALUES_LUA`, `FENCES_LUA` and `TIME_LUA`.
- * KEYS: see `ACQUIRE` (lock, queue, counter, bucket-count key, waiter expiries, arrivals). `now` is the server's time, read once. A state `S` is `{ kind =
+ * KEYS: see `ACQUIRE` (lock, queue, counter, waiter expiries, arrivals). `now` is the server's time, read once. A state `S` is `{ kind =
  * 'none'|'mutex'|'hash', holders = {...}, dirty }`, the holders live ones only, `dirty` once the
  * hash was written.
  * - `holdersOf(write)`: reads the key (refusing a value this module did not write); with
@@ -115,10 +115,10 @@ local function headOf()
   if not swept then
     swept = true
     if redis.call('exists', KEYS[2]) == 0 then return nil end
-    local dropped = redis.call('zrangebyscore', KEYS[5], '-inf', now)
+    local dropped = redis.call('zrangebyscore', KEYS[4], '-inf', now)
     if #dropped > 0 then
       redis.call('zrem', KEYS[2], unpack(dropped))
-      redis.call('zremrangebyscore', KEYS[5], '-inf', now)
+      redis.call('zremrangebyscore', KEYS[4], '-inf', now)
     end
   end
   return redis.call('zrange', KEYS[2], 0, 0)[1]
@@ -198,7 +198,7 @@ local function admitQueue(S, self, selfTtl, ownChannel, told)
     end
     local h = grant(S, token, mode, permits, head == self and selfTtl or lease)
     redis.call('zrem', KEYS[2], head)
-    redis.call('zrem', KEYS[5], head)
+    redis.call('zrem', KEYS[4], head)
     if channel == ownChannel then
       told[#told + 1] = tagged .. ' ' .. digits(h.fence) .. ' ' .. h.slot
     elseif head ~= self then

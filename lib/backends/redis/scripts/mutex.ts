@@ -7,12 +7,10 @@ import { FENCES_LUA } from './lua-base';
 // or counted holders, a value this module did not write.
 
 /**
- * KEYS: lock, queue, fence bucket counter, the node's bucket-count key (on a Cluster the counter
- * again) · ARGV: token, ttl ms, bucket count. A free key nobody waits for is taken with a fence
- * drawn in the same step: the fence. Otherwise nil (nothing written).
+ * KEYS: lock, queue, fence bucket counter · ARGV: token, ttl ms. A free key nobody waits for is
+ * taken with a fence drawn in the same step: the fence. Otherwise nil (nothing written).
  */
 export const MUTEX_ACQUIRE = script(`${FENCES_LUA}
-checkBuckets(KEYS[4], ARGV[3], true)
 if redis.call('exists', KEYS[1], KEYS[2]) ~= 0 then return nil end
 local fence = drawFence(KEYS[3])
 redis.call('set', KEYS[1], ARGV[1] .. ' ' .. digits(fence), 'PX', ARGV[2])

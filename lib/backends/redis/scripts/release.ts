@@ -3,7 +3,7 @@ import { FENCES_LUA, TIME_LUA, VALUES_LUA } from './lua-base';
 import { HOLDERS_LUA } from './lua-holders';
 
 /**
- * KEYS: see `ACQUIRE` · ARGV: token, the caller's wake-up channel, bucket count. Drops only the
+ * KEYS: see `ACQUIRE` · ARGV: token, the caller's wake-up channel. Drops only the
  * caller's own hold (its mutex string, or its hash field) and hands the key to the queue's heads
  * that now fit (a counted slot first to the caller's own waiter within the bound of
  * `OVERTAKE_PER_PERMIT`): `{1, hand-over...}`, else `{0, hand-over...}` (its lease ran out, or it
@@ -13,7 +13,6 @@ import { HOLDERS_LUA } from './lua-holders';
  * for is deleted on the fast path.
  */
 export const RELEASE = script(`${VALUES_LUA}${FENCES_LUA}
-checkBuckets(KEYS[4], ARGV[3], true)
 local token, dropped = ARGV[1], nil
 local current = redis.pcall('get', KEYS[1])
 if type(current) == 'string' then
