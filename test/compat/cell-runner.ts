@@ -1,8 +1,9 @@
 // Runs one cell of the compatibility matrix: a fresh app in a temp folder installs the packed
 // tarball with plain `npm install` on the cell's Node and NestJS, compiles the battery's app
 // (test/compat/app) against what it installed, and drives two processes of it (one on Express,
-// one on Fastify) over HTTP against the machine's Redis. Returns what it observed; the spec
-// judges it. Never throws: a failed step is recorded and the steps after it are skipped.
+// one on Fastify) over HTTP against the machine's Redis, or against three redis-server nodes
+// for a Redlock cell. Returns what it observed; the spec judges it. Never throws: a failed step
+// is recorded and the steps after it are skipped.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -10,15 +11,16 @@ import { Redis } from 'ioredis';
 import { redisLockNames } from '../support/redis-names';
 import { sleep } from '../../servers/child-processes';
 import { dropTable } from '../../servers/databases';
-import {
-  CommandError,
-  lockedVersion,
-  readJson,
-  REPO_ROOT,
-  runCommand,
-} from '../support/packed-package';
+import { CommandError, readJson, REPO_ROOT, runCommand } from '../support/packed-package';
 import type { Section } from './app/section';
-import { cellName, NEST_STACKS, NODE_RELEASES, type Cell } from './cells';
+import {
+  cellName,
+  NEST_STACKS,
+  NODE_RELEASES,
+  type Cell,
+  type LockWiring,
+  type RedisClientPackage,
+} from './cells';
 import { nodeBinary } from './node-runtime';
 
 const APP_SOURCES = path.join(REPO_ROOT, 'test', 'compat', 'app');
@@ -29,6 +31,12 @@ export const CELL_TTL_MS = 6_000;
 export const CELL_SHUTDOWN_TIMEOUT_MS = 1_000;
 /** Concurrent @Locked (and unlocked) sections each process is asked for. */
 export const SECTIONS_PER_PROCESS = 15;
+/** Every Redis client package an app could lock through; a cell's app has exactly one. */
+export const REDIS_CLIENT_PACKAGES: readonly RedisClientPackage[] = [
+  'ioredis',
+  'redis',
+  'iovalkey',
+];
 
 /** An HTTP answer. */
 export interface Answer {
@@ -59,25 +67,33 @@ export interface CellReport {
   installOutput?: string;
   /** Problems `npm ls --all` reports (invalid or missing peers): empty when clean. */
   npmLsProblems?: string[];
+  /** Every installed `name@version` of the app's tree (`npm ls --all`), nested ones included. */
+  tree?: string[];
   /** Whether TypeScript emitted dist/main.js as CommonJS or as an ES module. */
   compiledAs?: 'commonjs' | 'esm';
   locked?: { sections: Section[]; final: number };
   unlocked?: { sections: Section[]; final: number };
   /** The two processes' pids: [express, fastify]. */
   pids?: [number, number];
+  /** The wiring each process reported it booted with: [express, fastify]. */
+  wirings?: [string, string];
   busy?: {
     holder: Answer;
     expressWhileHeld: Answer;
     fastifyWhileHeld: Answer;
-    /** PTTL and key of the held lock in Redis: proves prefix and ttl came from ConfigService. */
-    pttl: number;
+    /**
+     * PTTL of the held lock's key on each store node (-2: absent there): proves prefix and ttl
+     * came from ConfigService.
+     */
+    pttls: number[];
   };
   health?: { express: Answer; fastify: Answer };
   /** Lines `<tick> <pid>` of the locked job's runs, and of the unlocked job that every replica fires. */
   cron?: { ran: string[]; fired: string[] };
   shutdown?: {
-    heldBefore: { route: boolean; bare: boolean };
-    heldAfter: { route: boolean; bare: boolean };
+    /** On how many store nodes each lock's key exists, before SIGTERM and after both exits. */
+    heldBefore: { route: number; bare: number };
+    heldAfter: { route: number; bare: number };
     routeAnswer?: Answer;
     express: Exit;
     fastify: Exit;
@@ -85,16 +101,30 @@ export interface CellReport {
   sql?: { strategy: string; refusedWhileHeld: boolean; fences: (number | null)[] }[];
 }
 
-/** What every cell shares: the tarball to install and where temp apps go. */
+/** What every cell shares: the tarball to install, where temp apps go, and the stores. */
 export interface CellContext {
   tarball: string;
   tmp: string;
   redisUrl: string;
+  /** Independent redis-server nodes for the Redlock cells (started for the run). */
+  redlockUrls: readonly string[];
+}
+
+/** The store nodes a cell's locks live on: one Redis, or every node of its Redlock. */
+function storeUrls(cell: Cell, ctx: Pick<CellContext, 'redisUrl' | 'redlockUrls'>) {
+  return cell.redis.wiring.includes('redlock') ? [...ctx.redlockUrls] : [ctx.redisUrl];
+}
+
+/** How many of `n` store nodes make a lock held: a majority (the one node of a single Redis). */
+export function quorumOf(n: number): number {
+  return Math.floor(n / 2) + 1;
 }
 
 interface AppProcess {
   child: ChildProcess;
   url: string;
+  /** The LOCK_WIRING its root module was picked by, as the app printed it. */
+  wiring: string;
   output: () => string;
   exited: Promise<{ code: number | null; signal: string | null; at: number }>;
 }
@@ -130,7 +160,14 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
   const sqlTable = `compat_${name.replace(/\W/g, '_')}_${process.pid}`;
   const stack = NEST_STACKS[cell.nest];
   const apps: AppProcess[] = [];
-  const redis = new Redis(ctx.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const { client, version: clientVersion, installed: clientInstalled, wiring } = cell.redis;
+  const stores = storeUrls(cell, ctx).map(
+    (url) => new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 }),
+  );
+  /** On how many store nodes `key` exists. */
+  const holders = async (key: string) =>
+    (await Promise.all(stores.map((store) => store.exists(key)))).filter((n) => n === 1).length;
+  const quorum = quorumOf(stores.length);
   let current = 'start';
 
   const step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
@@ -157,6 +194,10 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     if (cell.sqliteDriver) {
       sql[cell.sqliteDriver.alias] = `npm:better-sqlite3@${cell.sqliteDriver.version}`;
     }
+    // An app already on its Redis client has it in package.json before the library comes;
+    // otherwise the user names it with the library, as the README's install command does.
+    const appClient = clientInstalled === 'app' ? { [client]: clientVersion } : {};
+    const userClient = clientInstalled === 'with-package' ? [`${client}@${clientVersion}`] : [];
     fs.writeFileSync(
       path.join(appDir, 'package.json'),
       JSON.stringify(
@@ -165,7 +206,7 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
           version: '0.0.0',
           private: true,
           ...(cell.module === 'esm' ? { type: 'module' } : {}),
-          dependencies: { ...stack.app, ...sql },
+          dependencies: { ...stack.app, ...sql, ...appClient },
         },
         null,
         2,
@@ -175,20 +216,19 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     // The app as its team has it, then the user's own command, then any later install.
     await step('install app', () => inApp('npm', ['install', ...npm], 300_000));
     const added = await step('install package', () =>
-      inApp(
-        'npm',
-        ['install', ctx.tarball, `ioredis@${lockedVersion('ioredis')}`, ...npm],
-        300_000,
-      ),
+      inApp('npm', ['install', ctx.tarball, ...userClient, ...npm], 300_000),
     );
     const again = await step('install again', () => inApp('npm', ['install', ...npm], 300_000));
     report.installOutput = [added.stdout, added.stderr, again.stdout, again.stderr].join('\n');
-    report.npmLsProblems = await step('npm ls', () => npmLsProblems(appDir, env));
+    const ls = await step('npm ls', () => npmLs(appDir, env));
+    report.npmLsProblems = ls.problems;
+    report.tree = ls.tree;
     report.installed = installedVersions(appDir, [
       'nestjs-distributed-lock',
       ...Object.keys(stack.app),
       ...Object.keys(sql),
-      'ioredis',
+      ...REDIS_CLIENT_PACKAGES,
+      'redlock',
       'express',
       'fastify',
     ]);
@@ -196,23 +236,36 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     await step('compile', () => compileApp(cell, appDir, node, env));
     report.compiledAs = emittedModuleKind(path.join(appDir, 'dist', 'main.js'));
 
-    await redis.connect();
+    await Promise.all(stores.map((store) => store.connect()));
     const appEnv = {
       ...env,
       REDIS_URL: ctx.redisUrl,
+      REDLOCK_URLS: ctx.redlockUrls.join(','),
       LOCK_PREFIX: prefix,
       LOCK_TTL_MS: String(CELL_TTL_MS),
       SHUTDOWN_TIMEOUT_MS: String(CELL_SHUTDOWN_TIMEOUT_MS),
       WITNESS_DIR: witnessDir,
     };
+    const wiredAs = (w: LockWiring) => ({ LOCK_WIRING: w });
     const [express, fastify] = await step('boot', () =>
       Promise.all([
-        startApp(node, appDir, { ...appEnv, PLATFORM: 'express', SHUTDOWN: 'hooks' }),
-        startApp(node, appDir, { ...appEnv, PLATFORM: 'fastify', SHUTDOWN: 'close' }),
+        startApp(node, appDir, {
+          ...appEnv,
+          ...wiredAs(wiring[0]),
+          PLATFORM: 'express',
+          SHUTDOWN: cell.focus === 'nest' ? 'hooks' : 'close',
+        }),
+        startApp(node, appDir, {
+          ...appEnv,
+          ...wiredAs(wiring[1]),
+          PLATFORM: 'fastify',
+          SHUTDOWN: 'close',
+        }),
       ]),
     );
     apps.push(express, fastify);
     report.pids = [express.child.pid ?? -1, fastify.child.pid ?? -1];
+    report.wirings = [express.wiring, fastify.wiring];
     const bootedAt = Date.now();
 
     const burst = async (kind: 'locked' | 'unlocked', counter: string) => {
@@ -237,10 +290,11 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
         ((await http('GET', `${fastify.url}/locked/hold:busy`)).body as { locked?: boolean })
           .locked === true;
       await until(lockedNow, 5_000, 'hold:busy held');
-      const pttl = await redis.pttl(redisLockNames(prefix, 'hold:busy').lock);
+      const busyKey = redisLockNames(prefix, 'hold:busy').lock;
+      const pttls = await Promise.all(stores.map((store) => store.pttl(busyKey)));
       const expressWhileHeld = await http('POST', `${express.url}/hold/busy?ms=0`);
       const fastifyWhileHeld = await http('POST', `${fastify.url}/hold/busy?ms=0`);
-      return { holder: await holder, expressWhileHeld, fastifyWhileHeld, pttl };
+      return { holder: await holder, expressWhileHeld, fastifyWhileHeld, pttls };
     });
 
     report.health = await step('health', async () => ({
@@ -248,17 +302,19 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
       fastify: await http('GET', `${fastify.url}/health`),
     }));
 
-    report.cron = await step('cron', async () => {
-      // Ticks every 3 s in both processes; wait for 4 ticks both fired after the boot.
-      const fired = () => readLines(path.join(witnessDir, 'log-fired'));
-      await until(
-        async () => completeTicks(fired(), report.pids!).length >= 4,
-        Math.max(0, 20_000 - (Date.now() - bootedAt)) + 6_000,
-        'four cron ticks fired in both processes',
-      );
-      await sleep(300); // the locked run of the last tick writes its line by now
-      return { ran: readLines(path.join(witnessDir, 'log-ran')), fired: fired() };
-    });
+    if (cell.focus === 'nest') {
+      report.cron = await step('cron', async () => {
+        // Ticks every 3 s in both processes; wait for 4 ticks both fired after the boot.
+        const fired = () => readLines(path.join(witnessDir, 'log-fired'));
+        await until(
+          async () => completeTicks(fired(), report.pids!).length >= 4,
+          Math.max(0, 20_000 - (Date.now() - bootedAt)) + 6_000,
+          'four cron ticks fired in both processes',
+        );
+        await sleep(300); // the locked run of the last tick writes its line by now
+        return { ran: readLines(path.join(witnessDir, 'log-ran')), fired: fired() };
+      });
+    }
 
     report.shutdown = await step('shutdown', async () => {
       const routeKey = redisLockNames(prefix, 'hold:down').lock;
@@ -268,11 +324,8 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
       );
       const bare = await http('POST', `${fastify.url}/bare/down`);
       if (bare.status !== 201) throw new Error(`POST /bare/down: ${JSON.stringify(bare)}`);
-      await until(async () => (await redis.exists(routeKey)) === 1, 5_000, 'hold:down held');
-      const heldBefore = {
-        route: (await redis.exists(routeKey)) === 1,
-        bare: (await redis.exists(bareKey)) === 1,
-      };
+      await until(async () => (await holders(routeKey)) >= quorum, 5_000, 'hold:down held');
+      const heldBefore = { route: await holders(routeKey), bare: await holders(bareKey) };
       const termAt = performance.now();
       const exits = apps.map(async (app) => {
         app.child.kill('SIGTERM');
@@ -282,10 +335,7 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
         return { code: exit.code, signal: exit.signal, afterTermMs: Math.round(exit.at - termAt) };
       });
       const [expressExit, fastifyExit] = await Promise.all(exits);
-      const heldAfter = {
-        route: (await redis.exists(routeKey)) === 1,
-        bare: (await redis.exists(bareKey)) === 1,
-      };
+      const heldAfter = { route: await holders(routeKey), bare: await holders(bareKey) };
       return {
         heldBefore,
         heldAfter,
@@ -321,7 +371,7 @@ export async function runCell(cell: Cell, ctx: CellContext): Promise<CellReport>
     };
   } finally {
     for (const app of apps) app.child.kill('SIGKILL');
-    redis.disconnect();
+    for (const store of stores) store.disconnect();
     if (cell.sql) await dropTable('postgres', sqlTable).catch(() => undefined);
   }
   return report;
@@ -360,24 +410,54 @@ function installedVersions(appDir: string, names: readonly string[]): Record<str
   return versions;
 }
 
+/** A node of `npm ls --json`. */
+interface LsNode {
+  version?: string;
+  dependencies?: Record<string, LsNode>;
+  problems?: string[];
+}
+
 /**
- * Invalid or missing dependencies (peers included) that `npm ls --all` reports. npm ls exits
- * non-zero when it finds any; a failure that lists none is reported as a problem itself.
+ * What `npm ls --all` finds: the invalid or missing dependencies (peers included) it reports,
+ * and every `name@version` of the tree. npm ls exits non-zero when it finds problems; a failure
+ * that lists none is reported as a problem itself.
  */
-async function npmLsProblems(appDir: string, env: Record<string, string>): Promise<string[]> {
+async function npmLs(
+  appDir: string,
+  env: Record<string, string>,
+): Promise<{ problems: string[]; tree: string[] }> {
+  let stdout: string;
+  let failure: string | undefined;
   try {
-    await runCommand('npm', ['ls', '--all', '--json'], { cwd: appDir, timeoutMs: 120_000, env });
-    return [];
+    ({ stdout } = await runCommand('npm', ['ls', '--all', '--json'], {
+      cwd: appDir,
+      timeoutMs: 120_000,
+      env,
+    }));
   } catch (err) {
     if (!(err instanceof CommandError)) throw err;
-    let problems: string[] | undefined;
-    try {
-      problems = (JSON.parse(err.stdout) as { problems?: string[] }).problems;
-    } catch {
-      // not JSON: reported below
-    }
-    return problems?.length ? problems : [`npm ls failed: ${err.message}`];
+    stdout = err.stdout;
+    failure = `npm ls failed: ${err.message}`;
   }
+  let root: LsNode | undefined;
+  try {
+    root = JSON.parse(stdout) as LsNode;
+  } catch {
+    // not JSON: reported below
+  }
+  const tree = new Set<string>();
+  const walk = (deps: LsNode['dependencies']) => {
+    for (const [name, dep] of Object.entries(deps ?? {})) {
+      // An optional peer nobody installed is listed as `{}`: not part of the tree.
+      if (dep.version !== undefined) tree.add(`${name}@${dep.version}`);
+      walk(dep.dependencies);
+    }
+  };
+  walk(root?.dependencies);
+  const problems = root?.problems ?? [];
+  if (failure && problems.length === 0) problems.push(failure);
+  if (!failure && !root) problems.push('npm ls printed no JSON');
+  return { problems, tree: [...tree].sort() };
 }
 
 /** Compiles the battery's app with TypeScript, strictly, against the app's own node_modules. */
@@ -391,7 +471,11 @@ async function compileApp(
   fs.mkdirSync(src, { recursive: true });
   for (const file of fs.readdirSync(APP_SOURCES)) {
     if (file === 'sql-check.ts' && !cell.sql) continue;
-    fs.copyFileSync(path.join(APP_SOURCES, file), path.join(src, file));
+    // own-client.<package>.ts: only the one for the app's own Redis client, as own-client.ts.
+    const ownClient = /^own-client\.(.+)\.ts$/.exec(file)?.[1];
+    if (ownClient !== undefined && ownClient !== cell.redis.client) continue;
+    const target = ownClient === undefined ? file : 'own-client.ts';
+    fs.copyFileSync(path.join(APP_SOURCES, file), path.join(src, target));
   }
   const module =
     cell.module === 'commonjs'
@@ -429,7 +513,7 @@ function startApp(node: string, appDir: string, env: Record<string, string>): Pr
   const exited = new Promise<{ code: number | null; signal: string | null; at: number }>((r) =>
     child.once('exit', (code, signal) => r({ code, signal, at: performance.now() })),
   );
-  const app: Omit<AppProcess, 'url'> = { child, output: () => out, exited };
+  const app: Omit<AppProcess, 'url' | 'wiring'> = { child, output: () => out, exited };
   return new Promise<AppProcess>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -437,10 +521,10 @@ function startApp(node: string, appDir: string, env: Record<string, string>): Pr
     }, 60_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString('utf8');
-      const port = /^\{"port":(\d+)\}$/m.exec(out)?.[1];
-      if (port) {
+      const listening = /^\{"port":(\d+),"wiring":"(\w+)"\}$/m.exec(out);
+      if (listening) {
         clearTimeout(timer);
-        resolve({ ...app, url: `http://127.0.0.1:${port}` });
+        resolve({ ...app, url: `http://127.0.0.1:${listening[1]}`, wiring: listening[2] });
       }
     };
     child.stdout.on('data', onData);

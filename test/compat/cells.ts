@@ -1,6 +1,7 @@
 // The compatibility matrix: which NestJS majors and Node lines are tested together, and what a
 // fresh app of each major installs. The README's compatibility table is rendered from this file
 // (test/compat/compat-matrix.e2e-spec.ts checks that it is).
+import { lockedVersion } from '../support/packed-package';
 
 /** A NestJS major the package supports. */
 export type NestMajor = 10 | 11 | 12;
@@ -73,11 +74,66 @@ export const NODE_RELEASES = { 20: '20.20.2', 22: '22.23.3', 24: '24.21.0' } as 
 /** A Node line the package supports. */
 export type NodeLine = keyof typeof NODE_RELEASES;
 
+/** A Redis client package an app can lock through (`redis` is node-redis). */
+export type RedisClientPackage = 'ioredis' | 'redis' | 'iovalkey';
+
+/**
+ * How one app process hands its store to the module:
+ * - `url`: the README's forRootAsync example, `{ type: 'redis', url }`: the module makes its
+ *   client with the first Redis client package installed;
+ * - `client`: `{ type: 'redis', client }`, the app's own connected client, which the app closes
+ *   in its own shutdown hook;
+ * - `redlock`: `{ type: 'redlock', urls }` over three redis-server nodes started for the run.
+ */
+export type LockWiring = 'url' | 'client' | 'redlock';
+
+/** The Redis client a cell's app has, and how its two processes reach the store with it. */
+export interface CellRedis {
+  /** The app's only Redis client package (npm ls must show no other, nor `redlock`). */
+  readonly client: RedisClientPackage;
+  /** Its exact version. */
+  readonly version: string;
+  /**
+   * `app`: in the app's package.json, installed before the library is added (an app already
+   * on it); `with-package`: named with the library in the user's `npm install` (the README's).
+   */
+  readonly installed: 'app' | 'with-package';
+  /** The Express process's wiring, then the Fastify process's. */
+  readonly wiring: readonly [LockWiring, LockWiring];
+}
+
+/**
+ * What the README tells users to run: `npm install nestjs-distributed-lock ioredis`, with the
+ * repo's own ioredis (package-lock), so the temp apps test what CI tests.
+ */
+const README_IOREDIS: CellRedis = {
+  client: 'ioredis',
+  version: lockedVersion('ioredis'),
+  installed: 'with-package',
+  wiring: ['url', 'url'],
+};
+
+/** Redlock over three nodes, installed as for a single Redis: the library and ioredis only. */
+const README_IOREDIS_REDLOCK: CellRedis = { ...README_IOREDIS, wiring: ['redlock', 'redlock'] };
+
 /** One cell of the matrix. */
 export interface Cell {
   readonly nest: NestMajor;
   readonly node: NodeLine;
   readonly module: AppModuleKind;
+  /** The app's Redis client and how it hands the store to the module. */
+  readonly redis: CellRedis;
+  /**
+   * What the cell is about, which decides two checks:
+   * - `nest`: a NestJS major on a Node line. The Express process shuts down through
+   *   `enableShutdownHooks()` (Nest re-raises SIGTERM once closed, so the process ends whatever
+   *   is left open), and `@Cron` + `@Locked({ onBusy: 'skip' })` is checked (~10 s of ticks);
+   * - `redis`: a Redis client, or Redlock. Both processes shut down through `app.close()` only,
+   *   so each exits only once every connection of its wiring is closed (those the module made,
+   *   those it derived from the app's own client, and that client, closed by the app); the
+   *   scheduler, the same whatever the client, is left to the `nest` cells.
+   */
+  readonly focus: 'nest' | 'redis';
   /** Also lock through TypeORM on PostgreSQL (`NEST_STACKS[nest].sql`). */
   readonly sql: boolean;
   /**
@@ -102,6 +158,8 @@ export const CELLS: readonly Cell[] = [
     node: 20,
     module: 'commonjs',
     sql: true,
+    redis: README_IOREDIS,
+    focus: 'nest',
     why: 'oldest pair; TypeORM 0.3',
   },
   {
@@ -109,6 +167,8 @@ export const CELLS: readonly Cell[] = [
     node: 24,
     module: 'commonjs',
     sql: false,
+    redis: README_IOREDIS,
+    focus: 'nest',
     why: 'oldest NestJS on the newest Node',
   },
   {
@@ -116,6 +176,8 @@ export const CELLS: readonly Cell[] = [
     node: 22,
     module: 'nodenext',
     sql: false,
+    redis: README_IOREDIS,
+    focus: 'nest',
     why: 'the most common pair',
   },
   {
@@ -123,6 +185,8 @@ export const CELLS: readonly Cell[] = [
     node: 20,
     module: 'nodenext',
     sql: false,
+    redis: README_IOREDIS,
+    focus: 'nest',
     why: 'ESM-only NestJS through require(esm) on Node 20',
   },
   {
@@ -131,11 +195,68 @@ export const CELLS: readonly Cell[] = [
     module: 'esm',
     sql: true,
     sqliteDriver: { alias: 'better-sqlite3-node22', version: '13.2.0' },
+    redis: README_IOREDIS,
+    focus: 'nest',
     why: 'newest pair, as an ES-module app; TypeORM 1.x',
+  },
+  // The Redis clients users arrive with, on the pair that needs no other Node binary. In the
+  // first three, Express passes the app's own client and Fastify a url the module makes its
+  // client from with the one package installed: both paths of that client lock one key space.
+  {
+    nest: 12,
+    node: 20,
+    module: 'nodenext',
+    sql: false,
+    redis: { client: 'ioredis', version: '6.0.0', installed: 'app', wiring: ['client', 'url'] },
+    focus: 'redis',
+    why: 'an app already on ioredis 6',
+  },
+  {
+    nest: 12,
+    node: 20,
+    module: 'nodenext',
+    sql: false,
+    redis: { client: 'redis', version: '5.12.1', installed: 'app', wiring: ['client', 'url'] },
+    focus: 'redis',
+    why: 'a node-redis app, no ioredis',
+  },
+  {
+    nest: 12,
+    node: 20,
+    module: 'nodenext',
+    sql: false,
+    redis: { client: 'iovalkey', version: '0.4.0', installed: 'app', wiring: ['client', 'url'] },
+    focus: 'redis',
+    why: 'an iovalkey app, no ioredis',
+  },
+  {
+    nest: 12,
+    node: 20,
+    module: 'nodenext',
+    sql: false,
+    redis: README_IOREDIS_REDLOCK,
+    focus: 'redis',
+    why: 'Redlock without the redlock package',
   },
 ];
 
 /** A short name for a cell, used for temp folders, key prefixes and test titles. */
 export function cellName(cell: Cell): string {
-  return `nest${cell.nest}-node${cell.node}-${cell.module}`;
+  const { client, version, wiring } = cell.redis;
+  const major = version.split('.')[0];
+  const wirings = [...new Set(wiring)].join('-');
+  return `nest${cell.nest}-node${cell.node}-${cell.module}-${client}${major}-${wirings}`;
+}
+
+const WIRING_LABEL: Record<LockWiring, string> = {
+  url: '`url`',
+  client: 'own client',
+  redlock: 'Redlock, 3 `urls`',
+};
+
+/** How a cell's processes reach the store, e.g. "own client (Express) / `url` (Fastify)". */
+export function wiringLabel(cell: Cell): string {
+  const [express, fastify] = cell.redis.wiring;
+  if (express === fastify) return WIRING_LABEL[express];
+  return `${WIRING_LABEL[express]} (Express) / ${WIRING_LABEL[fastify]} (Fastify)`;
 }

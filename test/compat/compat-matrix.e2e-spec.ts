@@ -1,7 +1,8 @@
 /**
- * The compatibility matrix (test/compat/cells.ts): for each chosen NestJS major x Node line, a
- * fresh app in a temp folder installs the `npm pack` tarball with plain `npm install` and runs a
- * battery against the machine's Redis (and Postgres where the cell says so). Cells run side by
+ * The compatibility matrix (test/compat/cells.ts): for each chosen NestJS major x Node line x
+ * Redis client, a fresh app in a temp folder installs the `npm pack` tarball with plain
+ * `npm install` and runs a battery against the machine's Redis, or three redis-server nodes
+ * started here for the Redlock cells (and Postgres where the cell says so). Cells run side by
  * side: they share nothing but the servers, where each has its own key prefix and table.
  * A cell's steps run once in `beforeAll` (test/compat/cell-runner.ts); each `it` judges one part.
  */
@@ -9,25 +10,31 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { MACHINE_REDIS_URL, startRedisNodes, type RedisNode } from '../../servers/redis-servers';
 import { packTarball, readJson, REPO_ROOT } from '../support/packed-package';
 import {
   CELL_SHUTDOWN_TIMEOUT_MS,
   CELL_TTL_MS,
   completeTicks,
+  quorumOf,
+  REDIS_CLIENT_PACKAGES,
   runCell,
   SECTIONS_PER_PROCESS,
   type CellReport,
 } from './cell-runner';
 import type { Section } from './app/section';
-import { CELLS, cellName, NEST_STACKS, NODE_RELEASES, type Cell } from './cells';
+import { CELLS, cellName, NEST_STACKS, NODE_RELEASES, wiringLabel, type Cell } from './cells';
 import { readmeBlock, withReadmeBlock } from './readme-table';
 
 /** Cells at once: installs wait on the registry, the battery on timers; compiles need a core. */
 const SIDE_BY_SIDE = 3;
 
+/** Nodes of the Redlock cells' quorum: odd, the smallest that survives a node down. */
+const REDLOCK_NODES = 3;
+
 const reports = new Map<string, CellReport>();
 let tmp = '';
+let redlockNodes: RedisNode[] = [];
 
 /** Runs `work` over `items`, at most `limit` at a time. */
 async function pool<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>) {
@@ -40,16 +47,20 @@ async function pool<T>(items: readonly T[], limit: number, work: (item: T) => Pr
 
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ndl-compat-'));
-  const tarball = await packTarball(tmp);
+  const needsRedlock = CELLS.some((cell) => cell.redis.wiring.includes('redlock'));
+  const [tarball, nodes] = await Promise.all([
+    packTarball(tmp),
+    needsRedlock ? startRedisNodes(REDLOCK_NODES) : [],
+  ]);
+  redlockNodes = nodes;
+  const ctx = { tmp, redisUrl: MACHINE_REDIS_URL, redlockUrls: nodes.map((n) => n.url) };
   await pool(CELLS, SIDE_BY_SIDE, async (cell) => {
-    reports.set(
-      cellName(cell),
-      await runCell(cell, { tarball: tarball.file, tmp, redisUrl: MACHINE_REDIS_URL }),
-    );
+    reports.set(cellName(cell), await runCell(cell, { ...ctx, tarball: tarball.file }));
   });
 }, 900_000);
 
-afterAll(() => {
+afterAll(async () => {
+  await Promise.all(redlockNodes.map((node) => node.stop()));
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   for (const report of reports.values()) {
     const steps = Object.entries(report.timings)
@@ -78,10 +89,15 @@ function must<T>(value: T | undefined, what: string): T {
 }
 
 const title = (cell: Cell) =>
-  `NestJS ${cell.nest} on Node ${cell.node} (${cell.module}${cell.sql ? ', TypeORM' : ''})`;
+  `NestJS ${cell.nest} on Node ${cell.node} (${cell.module}${cell.sql ? ', TypeORM' : ''}; ` +
+  `${cell.redis.client} ${cell.redis.version}: ${wiringLabel(cell).replace(/`/g, '')})`;
 
 describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, cell) => {
   const stack = NEST_STACKS[cell.nest];
+  const { client, version: clientVersion } = cell.redis;
+  /** Store nodes of the cell (one, or the Redlock's), and how many make a lock held. */
+  const nodes = cell.redis.wiring.includes('redlock') ? REDLOCK_NODES : 1;
+  const quorum = quorumOf(nodes);
 
   it('installs the tarball with plain npm install, and later installs still work', () => {
     const report = reportOf(cell);
@@ -92,12 +108,26 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
       ...stack.app,
       ...(cell.sql ? stack.sql : {}),
       ...(cell.sqliteDriver ? { [cell.sqliteDriver.alias]: cell.sqliteDriver.version } : {}),
+      [client]: clientVersion,
     });
     expect(report.installOutput).not.toMatch(/ERESOLVE|peer dep/i);
     // npm warns (one `{ ... }` block per package) when a package's engines exclude this Node.
     expect(report.installOutput).not.toMatch(/EBADENGINE[^}]*nestjs-distributed-lock/);
     // npm ls reports invalid or missing peers anywhere in the tree.
     expect(report.npmLsProblems).toEqual([]);
+  });
+
+  const onlyClient = `${client} ${clientVersion} is the only Redis client in the tree`;
+  it(`${onlyClient}, and there is no redlock`, () => {
+    // The one client package is what a `url` backend's default driver choice can land on.
+    const tree = must(reportOf(cell).tree, 'tree');
+    const name = (entry: string) => entry.slice(0, entry.lastIndexOf('@'));
+    const clients = tree.filter((entry) =>
+      (REDIS_CLIENT_PACKAGES as readonly string[]).includes(name(entry)),
+    );
+    expect(clients).toEqual([`${client}@${clientVersion}`]);
+    expect(tree.filter((entry) => name(entry) === 'redlock')).toEqual([]);
+    expect(reportOf(cell).installed).not.toHaveProperty('redlock');
   });
 
   it("compiles strictly (skipLibCheck off) against this major's own type declarations", () => {
@@ -109,6 +139,8 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
   it('@Locked serializes a read-modify-write across two processes (Express and Fastify)', () => {
     const report = reportOf(cell);
     const { sections, final } = must(report.locked, 'locked');
+    // Each process booted the root module of its wiring (cells.ts LockWiring).
+    expect(report.wirings).toEqual(cell.redis.wiring);
     expect(sections).toHaveLength(2 * SECTIONS_PER_PROCESS);
     expect(new Set(sections.map((s) => s.pid))).toEqual(new Set(report.pids));
     expect(final).toBe(2 * SECTIONS_PER_PROCESS);
@@ -143,12 +175,15 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
   });
 
   it('forRootAsync with ConfigService: key prefix and ttl come from the environment', () => {
-    // The held lock exists under the configured prefix (PTTL of a missing key is -2), with a
-    // lease of at most the configured 6 s (the default would be 30 s); renewal every ttl/3
-    // keeps it above 4 s, so half of it is a safe floor on a busy machine.
-    const { pttl } = must(reportOf(cell).busy, 'busy');
-    expect(pttl).toBeGreaterThan(CELL_TTL_MS / 2);
-    expect(pttl).toBeLessThanOrEqual(CELL_TTL_MS);
+    // The held lock exists under the configured prefix (PTTL of a missing key is -2), on the
+    // one Redis or on a quorum of the Redlock's nodes, with a lease of at most the configured
+    // 6 s (the default would be 30 s); renewal every ttl/3 keeps it above 4 s, so half of it is
+    // a safe floor on a busy machine. A node the grant missed has no key at all.
+    const { pttls } = must(reportOf(cell).busy, 'busy');
+    expect(pttls).toHaveLength(nodes);
+    const leased = pttls.filter((ms) => ms > CELL_TTL_MS / 2 && ms <= CELL_TTL_MS);
+    expect(leased.length).toBeGreaterThanOrEqual(quorum);
+    expect(pttls.filter((ms) => !leased.includes(ms) && ms !== -2)).toEqual([]);
   });
 
   it('the terminus health check reports the lock backend up', () => {
@@ -161,29 +196,40 @@ describe.each(CELLS.map((cell) => [title(cell), cell] as const))('%s', (_title, 
     }
   });
 
-  it("@Cron + @Locked({ onBusy: 'skip' }) runs once per tick across both processes", () => {
-    const report = reportOf(cell);
-    const { ran, fired } = must(report.cron, 'cron');
-    const pids = must(report.pids, 'pids');
-    // Both schedulers fired these ticks (the unlocked twin job shows it) ...
-    const ticks = completeTicks(fired, pids);
-    expect(ticks.length).toBeGreaterThanOrEqual(3);
-    // ... and the locked job ran exactly once in each of them, in one process or the other.
-    const runsPerTick = ticks.map(
-      (tick) => ran.filter((line) => line.startsWith(`${tick} `)).length,
-    );
-    expect(runsPerTick).toEqual(ticks.map(() => 1));
-    expect(ran.every((line) => pids.includes(Number(line.split(' ')[1])))).toBe(true);
-  });
+  if (cell.focus === 'nest') {
+    it("@Cron + @Locked({ onBusy: 'skip' }) runs once per tick across both processes", () => {
+      const report = reportOf(cell);
+      const { ran, fired } = must(report.cron, 'cron');
+      const pids = must(report.pids, 'pids');
+      // Both schedulers fired these ticks (the unlocked twin job shows it) ...
+      const ticks = completeTicks(fired, pids);
+      expect(ticks.length).toBeGreaterThanOrEqual(3);
+      // ... and the locked job ran exactly once in each of them, in one process or the other.
+      const runsPerTick = ticks.map(
+        (tick) => ran.filter((line) => line.startsWith(`${tick} `)).length,
+      );
+      expect(runsPerTick).toEqual(ticks.map(() => 1));
+      expect(ran.every((line) => pids.includes(Number(line.split(' ')[1])))).toBe(true);
+    });
+  }
 
-  it('graceful shutdown releases held locks: enableShutdownHooks (Express), app.close (Fastify)', () => {
+  const expressShutdown = cell.focus === 'nest' ? 'enableShutdownHooks' : 'app.close';
+  const shutdowns = `${expressShutdown} (Express), app.close (Fastify)`;
+  it(`graceful shutdown releases held locks: ${shutdowns}`, () => {
     const down = must(reportOf(cell).shutdown, 'shutdown');
-    expect(down.heldBefore).toEqual({ route: true, bare: true });
-    expect(down.heldAfter).toEqual({ route: false, bare: false });
+    // Held on the one Redis or a quorum of nodes before; on no node after.
+    expect(down.heldBefore.route).toBeGreaterThanOrEqual(quorum);
+    expect(down.heldBefore.bare).toBeGreaterThanOrEqual(quorum);
+    expect(down.heldAfter).toEqual({ route: 0, bare: 0 });
     // The running request was given shutdown.timeout, then its lock's signal aborted it.
     expect(down.routeAnswer).toMatchObject({ status: 201, body: { key: 'down', aborted: true } });
-    // Nest's shutdown hooks re-raise SIGTERM once the app has closed.
-    expect(down.express).toMatchObject({ code: null, signal: 'SIGTERM' });
+    if (cell.focus === 'nest') {
+      // Nest's shutdown hooks re-raise SIGTERM once the app has closed.
+      expect(down.express).toMatchObject({ code: null, signal: 'SIGTERM' });
+    } else {
+      // As the Fastify process below: it ends once nothing is left open.
+      expect(down.express).toMatchObject({ code: 0, signal: null });
+    }
     expect(down.express.afterTermMs).toBeGreaterThanOrEqual(CELL_SHUTDOWN_TIMEOUT_MS - 50);
     expect(down.express.afterTermMs).toBeLessThan(CELL_SHUTDOWN_TIMEOUT_MS + 5_000);
     // Without process.exit, the process ends only once every socket and timer is closed.
@@ -220,6 +266,14 @@ describe('compatibility matrix', () => {
     expect(new Set(CELLS.map((c) => c.node))).toEqual(new Set([20, 22, 24]));
   });
 
+  it('covers every Redis client family, each through url and own client, and Redlock', () => {
+    for (const client of REDIS_CLIENT_PACKAGES) {
+      const wirings = CELLS.filter((c) => c.redis.client === client).flatMap((c) => c.redis.wiring);
+      expect(wirings).toEqual(expect.arrayContaining(['url', 'client']));
+    }
+    expect(CELLS.some((c) => c.redis.wiring.every((w) => w === 'redlock'))).toBe(true);
+  });
+
   it('the peer ranges and engines of package.json admit every cell', () => {
     const pkg = readJson<{
       engines: { node: string };
@@ -227,6 +281,7 @@ describe('compatibility matrix', () => {
     }>(path.join(REPO_ROOT, 'package.json'));
     const majors = (range: string) => [...range.matchAll(/\^(\d+)\./g)].map((m) => Number(m[1]));
     for (const cell of CELLS) {
+      expect(admits(pkg.peerDependencies[cell.redis.client], cell.redis.version)).toBe(true);
       expect(majors(pkg.peerDependencies['@nestjs/common'])).toContain(cell.nest);
       expect(majors(pkg.peerDependencies['@nestjs/core'])).toContain(cell.nest);
       expect(majors(pkg.engines.node)).toContain(cell.node);
@@ -240,6 +295,19 @@ describe('compatibility matrix', () => {
     expect(withReadmeBlock(readme, readmeBlock(CELLS))).toBe(readme);
   });
 });
+
+/** Whether `version` satisfies one of the `^x.y.z` alternatives of `range` (npm's caret rule). */
+function admits(range: string, version: string): boolean {
+  const [major, minor, patch] = version.split('.').map(Number);
+  return range.split('||').some((alternative) => {
+    const m = /^\s*\^(\d+)\.(\d+)\.(\d+)\s*$/.exec(alternative);
+    if (!m) throw new Error(`not a caret range: ${alternative}`);
+    const [x, y, z] = m.slice(1).map(Number);
+    const atLeast = major > x || (major === x && (minor > y || (minor === y && patch >= z)));
+    // ^0.y.z admits 0.y only; ^x.y.z (x > 0) admits x only.
+    return atLeast && major === x && (x > 0 || minor === y);
+  });
+}
 
 /** Compares two decimal nanosecond strings. */
 function compareNs(a: Section['start'], b: Section['start']): number {

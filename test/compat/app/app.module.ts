@@ -9,12 +9,21 @@ import { LockController } from './lock.controller.js';
 import { TickJob } from './tick.job.js';
 import { WitnessService } from './witness.service.js';
 
+/** What every root module of the app imports besides its LockModule. */
+export const BASE_IMPORTS = [
+  ConfigModule.forRoot(),
+  ScheduleModule.forRoot(),
+  TerminusModule,
+  LockHealthModule,
+];
+/** The routes the battery drives. */
+export const CONTROLLERS = [LockController, HealthController];
+/** The witness and the cron job. */
+export const PROVIDERS = [WitnessService, TickJob];
+
 @Module({
   imports: [
-    ConfigModule.forRoot(),
-    ScheduleModule.forRoot(),
-    TerminusModule,
-    LockHealthModule,
+    ...BASE_IMPORTS,
     // The README's forRootAsync example, as written there.
     LockModule.forRootAsync({
       imports: [ConfigModule],
@@ -28,7 +37,7 @@ import { WitnessService } from './witness.service.js';
       }),
     }),
   ],
-  controllers: [LockController, HealthController],
-  providers: [WitnessService, TickJob],
+  controllers: CONTROLLERS,
+  providers: PROVIDERS,
 })
 export class AppModule {}
