@@ -216,7 +216,7 @@ export const CELLS: readonly Cell[] = [
     node: 20,
     module: 'nodenext',
     sql: false,
-    redis: { client: 'redis', version: '5.12.1', installed: 'app', wiring: ['client', 'url'] },
+    redis: { client: 'redis', version: '6.3.1', installed: 'app', wiring: ['client', 'url'] },
     focus: 'redis',
     why: 'a node-redis app, no ioredis',
   },
