@@ -50,9 +50,9 @@ export interface RedisBackendConfig {
   /**
    * Fence counters kept on a single Redis node (default 4096, 1 to 16384): keys share them by
    * bucket (hash slot modulo this), so however many distinct keys are locked the module leaves
-   * at most this many counters (plus one key recording the count). Each key's fences still rise
-   * strictly. Not for a Cluster (one counter per hash slot there: up to 16384). Changing it is
-   * safe: the first instance started with a new value raises the new counters above the old.
+   * at most this many counters. Each key's fences still rise strictly (they follow the server's
+   * clock), also across instances running with different values. Not for a Cluster (one counter
+   * per hash slot there: up to 16384).
    */
   fenceBuckets?: number;
   /**

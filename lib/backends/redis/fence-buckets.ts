@@ -5,8 +5,9 @@ import { HASH_SLOTS } from './port/key-slot';
  * bounded however many distinct keys are locked: a key's bucket is its lock name's Cluster hash
  * slot (on a Cluster the counter must share that slot, so scripts stay single-slot), reduced
  * modulo `fenceBuckets` on a single node. Every grant of a key draws its fence from the key's
- * bucket with INCR, so fences of one key still rise strictly; other keys of the bucket only make
- * the steps larger. The holder's own fence is kept in the lock value (`<token> <fence>`).
+ * bucket (see `drawFence` in `scripts/lua-base.ts`), so fences of one key still rise strictly;
+ * other keys of the bucket only make the steps larger. The holder's own fence is kept in the lock
+ * value (`<token> <fence>`).
  */
 
 /** Default number of fence counters on a single Redis node (and on each Redlock node). */

@@ -24,7 +24,7 @@ const GUARD_READ_MS = 10_000;
 
 /**
  * `type: 'redis'`: one Redis node or a Redis Cluster, on any client the port adapts. A mutex's
- * acquire is `SET NX PX` plus `INCR` of the key's fence bucket counter in one script, the fence
+ * acquire is `SET NX PX` plus a draw of the key's fence bucket counter in one script, the fence
  * kept in the lock value (`<token> <fence>`); renewal and release compare the owner token. Shared
  * and counted holders keep a hash at the lock's name (see `scripts/lua-holders.ts`); every
  * script serves both layouts, a mutex on its fast path. Waiting is a FIFO queue with hand-over
