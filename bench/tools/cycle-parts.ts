@@ -64,7 +64,7 @@ async function main(): Promise<void> {
         const token = newOwnerToken();
         if (!(await backend.tryAcquire({ key: `direct:${run}`, token, ttlMs: 30_000 })))
           throw new Error('busy');
-        await backend.release(`direct:${run}`, token);
+        await backend.release(`direct:${run}`, token, { mode: 'exclusive', permits: 1 });
       },
     },
     {

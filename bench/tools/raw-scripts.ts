@@ -6,8 +6,7 @@
 import type Redis from 'ioredis';
 import { DEFAULT_FENCE_BUCKETS, fenceBucket } from '../../lib/backends/redis/fence-buckets';
 import { RedisKeyspace } from '../../lib/backends/redis/redis-keys';
-import { ACQUIRE } from '../../lib/backends/redis/scripts/acquire';
-import { RELEASE } from '../../lib/backends/redis/scripts/release';
+import { MUTEX_ACQUIRE, MUTEX_RELEASE } from '../../lib/backends/redis/scripts/mutex';
 import { newOwnerToken } from '../../lib/core/shared/token';
 
 /**
@@ -26,29 +25,30 @@ export function scriptKeys(key: string): string[] {
   ];
 }
 
-/** Loads both scripts on `client`'s node. */
+/** Loads both scripts of an uncontended mutex cycle on `client`'s node. */
 export async function loadRawScripts(client: Redis): Promise<void> {
-  await client.script('LOAD', ACQUIRE.source);
-  await client.script('LOAD', RELEASE.source);
+  await client.script('LOAD', MUTEX_ACQUIRE.source);
+  await client.script('LOAD', MUTEX_RELEASE.source);
 }
 
-/** One acquire + release of `key` by the scripts alone; throws if the acquire found it busy. */
+/**
+ * One acquire + release of `key` by the mutex's lean scripts alone, as the backend sends them
+ * for a free key; throws if the acquire found it busy.
+ */
 export function rawScriptCycle(client: Redis, key: string): () => Promise<void> {
   const keys = scriptKeys(key);
   return async () => {
     const token = newOwnerToken();
-    const taken = (await client.evalsha(
-      ACQUIRE.sha,
-      keys.length,
-      ...keys,
+    const fence = await client.evalsha(
+      MUTEX_ACQUIRE.sha,
+      3,
+      keys[0],
+      keys[1],
+      keys[2],
       token,
       30_000,
-      0,
-      '',
-      'x',
-      1,
-    )) as number[];
-    if (taken[0] !== 1) throw new Error(`raw scripts: ${key} is busy`);
-    await client.evalsha(RELEASE.sha, keys.length, ...keys, token, '');
+    );
+    if (fence === null) throw new Error(`raw scripts: ${key} is busy`);
+    await client.evalsha(MUTEX_RELEASE.sha, 1, keys[0], token);
   };
 }

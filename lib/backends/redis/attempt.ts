@@ -19,14 +19,33 @@ export function taggedToken({ token, mode, permits = 1 }: GrantRequest): string 
   return permits === 1 ? token : `${token}|p${permits}`;
 }
 
+/** Whether a request is a plain mutex (exclusive, one permit): the lean scripts serve it. */
+export function isMutex({ mode, permits = 1 }: GrantRequest): boolean {
+  return mode !== 'shared' && permits === 1;
+}
+
 /**
- * One acquisition attempt; a positive waiter ttl queues (or keeps queued) the caller as
- * `member`. With `lean`, a mutex first tries the lean script (a free key nobody waits for: the
- * whole uncontended cycle), then, if the key is busy or of another kind, the general one; a
- * waiter that already found the key busy goes straight to the general one. An attempt
- * failed because the connection dropped may still run when the client resends it after
- * reconnecting: whatever it then took (the lock, a place in the queue) is given back. A request
- * whose permits disagree with the key's holders is refused (`LockConfigError`).
+ * A mutex's lean attempt (see `scripts/mutex.ts`): the fence (a number, as the store replies it)
+ * when the key was free and nobody waited for it, else `null` (nothing taken: the general
+ * {@link attempt} decides). The whole uncontended cycle goes this way. A call failed because the
+ * connection dropped may still run when the client resends it after reconnecting: what it then
+ * took is given back.
+ */
+export function leanAttempt(
+  store: RedisStore,
+  names: RedisLockNames,
+  request: GrantRequest,
+): Promise<unknown> {
+  const { token, ttlMs } = request;
+  return store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undoer(store, names, token, ''), 3);
+}
+
+/**
+ * One acquisition attempt by the general script (`ACQUIRE`); a positive waiter ttl queues (or
+ * keeps queued) the caller as `member`. An attempt failed because the connection dropped may
+ * still run when the client resends it after reconnecting: whatever it then took (the lock, a
+ * place in the queue) is given back. A request whose permits disagree with the key's holders is
+ * refused (`LockConfigError`).
  */
 export async function attempt(
   store: RedisStore,
@@ -34,25 +53,29 @@ export async function attempt(
   request: GrantRequest,
   waiterTtlMs: number,
   member = '',
-  lean = true,
 ): Promise<AttemptReply> {
   const { token, ttlMs, permits = 1 } = request;
   const mode = request.mode === 'shared' ? 's' : 'x';
-  const undo = (late: Promise<unknown>): void => {
-    late
-      .then(() => store.runRaw(LEAVE, store.keysOf(names), [member, token]))
-      .catch(() => undefined);
-  };
-  if (lean && mode === 'x' && permits === 1) {
-    const fence = await store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undo, 3);
-    if (fence !== null) return [1, Number(fence), 0];
-  }
   const reply = (await store.keyScript(
     ACQUIRE,
     names,
     [token, ttlMs, waiterTtlMs, member, mode, permits],
-    undo,
+    undoer(store, names, token, member),
   )) as AttemptReply;
   if (reply[0] === -1) throw permitsDisagreement(request.key, reply[1], permits);
   return reply;
+}
+
+/** Gives back what a late reply of an abandoned attempt took (the lock, a place in the queue). */
+function undoer(
+  store: RedisStore,
+  names: RedisLockNames,
+  token: string,
+  member: string,
+): (late: Promise<unknown>) => void {
+  return (late) => {
+    late
+      .then(() => store.runRaw(LEAVE, store.keysOf(names), [member, token]))
+      .catch(() => undefined);
+  };
 }

@@ -13,8 +13,11 @@ const WHAT_FAILED = ['code', 'errno', 'syscall', 'address', 'port'] as const;
 interface PendingCall {
   prev: PendingCall | undefined;
   next: PendingCall | undefined;
-  /** Fails the call with the reason the connection dropped. */
-  abandon(err: Error): void;
+  /** Fails the call (with the reason the connection dropped). */
+  readonly reject: (err: unknown) => void;
+  /** The call's own promise, for a late reply to undo when it was failed that way. */
+  readonly sent: Promise<unknown>;
+  readonly onAbandoned: ((late: Promise<never>) => void) | undefined;
 }
 
 /** Whose connection errors a {@link RedisConnection} logs. */
@@ -114,18 +117,22 @@ export class RedisConnection {
    * Runs one store call: fails at once while the client is down, and fails a call already sent
    * as soon as the connection drops (the client would hold it for a reconnect). `onAbandoned` gets
    * the call's own promise when it was failed that way, for a late reply that must be undone.
+   * `mapError` turns the call's own failure into what the caller rejects with.
    */
-  run<T>(call: () => Promise<T>, onAbandoned?: (late: Promise<T>) => void): Promise<T> {
+  run<T>(
+    call: () => Promise<T>,
+    onAbandoned?: (late: Promise<T>) => void,
+    mapError?: (err: unknown) => unknown,
+  ): Promise<T> {
     if (this.isDown()) return Promise.reject(this.error());
     const sent = call();
     return new Promise<T>((resolve, reject) => {
       const pending: PendingCall = {
         prev: undefined,
         next: this.inFlight,
-        abandon: (err) => {
-          reject(err);
-          onAbandoned?.(sent);
-        },
+        reject,
+        sent,
+        onAbandoned: onAbandoned as PendingCall['onAbandoned'],
       };
       if (this.inFlight) this.inFlight.prev = pending;
       this.inFlight = pending;
@@ -134,9 +141,11 @@ export class RedisConnection {
           if (this.settle(pending)) resolve(value);
         },
         (err: unknown) => {
+          if (!this.settle(pending)) return;
           // Down meanwhile: the client's own error ("Connection is closed.", the retry limit)
           // says less than the reason we know.
-          if (this.settle(pending)) reject(this.isDown() ? this.error() : err);
+          if (this.isDown()) reject(this.error());
+          else reject(mapError ? mapError(err) : err);
         },
       );
     });
@@ -227,7 +236,8 @@ export class RedisConnection {
       while (pending) {
         const next: PendingCall | undefined = pending.next;
         pending.prev = pending; // failed: its late answer is ignored
-        pending.abandon(err);
+        pending.reject(err);
+        pending.onAbandoned?.(pending.sent as Promise<never>);
         pending = next;
       }
     }

@@ -25,8 +25,8 @@ export interface RedisLockNames {
     readonly all: readonly string[];
     /** The first three (the lean acquire's). */
     readonly lean: readonly string[];
-    /** The first two (the lean release's). */
-    readonly pair: readonly string[];
+    /** The lock alone (the lean release's). */
+    readonly lock: readonly string[];
   };
 }
 

@@ -55,8 +55,8 @@ export class RedisStore {
   }
 
   /**
-   * Runs a script of one lock key: KEYS are the first `keyCount` of the key's names (lock, queue,
-   * its bucket's counter, waiter expiries, arrivals), ARGV are `args`. `onAbandoned` gets the
+   * Runs a script of one lock key: KEYS are the first `keyCount` (5, 3 or 1) of the key's names
+   * (lock, queue, its bucket's counter, waiter expiries, arrivals), ARGV are `args`. `onAbandoned` gets the
    * call's own promise when the connection dropped under it (a late reply to undo).
    */
   keyScript(
@@ -67,11 +67,11 @@ export class RedisStore {
     keyCount = 5,
   ): Promise<unknown> {
     const keys = this.keysOf(names, keyCount);
-    return this.connection
-      .run(() => this.#port.evalScript(script, keys, args), onAbandoned)
-      .catch((err: unknown) => {
-        throw this.foreign(err, names.lock) ?? err;
-      });
+    return this.connection.run(
+      () => this.#port.evalScript(script, keys, args),
+      onAbandoned,
+      (err) => this.foreign(err, names.lock) ?? err,
+    );
   }
 
   /** A script on explicit KEYS and ARGV, through the connection. */
@@ -118,7 +118,7 @@ export class RedisStore {
     );
   }
 
-  /** The first `keyCount` KEYS of a key script (5, 3 or 2), made once per lock name. */
+  /** The first `keyCount` KEYS of a key script (5, 3 or 1), made once per lock name. */
   keysOf(names: RedisLockNames, keyCount = 5): readonly string[] {
     let cached = names.scriptKeys;
     if (cached?.count !== this.buckets) {
@@ -128,9 +128,9 @@ export class RedisStore {
         count: this.buckets,
         all,
         lean: all.slice(0, 3),
-        pair: all.slice(0, 2),
+        lock: all.slice(0, 1),
       };
     }
-    return keyCount === 5 ? cached.all : keyCount === 3 ? cached.lean : cached.pair;
+    return keyCount === 5 ? cached.all : keyCount === 3 ? cached.lean : cached.lock;
   }
 }

@@ -1,7 +1,7 @@
 import type { LockGrant, QueuedRequest } from '../../core/contract/lock-backend';
 import { monotonicNow } from '../../core/shared/clock';
 import { backoffDelay, withTimeout } from '../../core/shared/timers';
-import { attempt, taggedToken, type AttemptReply } from './attempt';
+import { attempt, isMutex, leanAttempt, taggedToken, type AttemptReply } from './attempt';
 import type { RedisLockNames } from './redis-keys';
 import type { RedisStore } from './redis-store';
 import { LEAVE } from './scripts/leave';
@@ -54,24 +54,48 @@ export class RedisWaiting {
   }
 
   /**
-   * Takes a free key, else waits in its queue. Once the channel listens, the first attempt
-   * already queues the caller when the key is busy: a contended acquisition costs one round trip
-   * before its wait, not a try and then a queueing attempt. Until then a plain attempt comes
-   * first: nothing may be queued before the channel listens (a hand-over message in between
-   * would be missed), and a free key needs no channel at all.
+   * Takes a free key, else waits in its queue. A mutex tries the lean script first: a free key
+   * nobody waits for costs one round trip and no channel. Otherwise, once the channel listens,
+   * the first attempt already queues the caller when the key is busy; until then a plain attempt
+   * comes first: nothing may be queued before the channel listens (a hand-over message in
+   * between would be missed), and a free key needs no channel at all.
    */
-  async acquire(request: QueuedRequest, names: RedisLockNames): Promise<LockGrant | null> {
-    if (request.signal.aborted || this.closed) return null;
-    const deadline = monotonicNow() + request.waitMs;
-    if (!this.channel.listening) {
-      const sentAt = monotonicNow();
-      const reply = await attempt(this.store, names, request, 0);
-      if (reply[0] === 1) return grantOf(reply, sentAt);
-      request.onQueued?.();
-      if (request.signal.aborted || this.closed || monotonicNow() >= deadline) return null;
-      return this.waitInQueue(request, names, deadline, false);
+  acquire(request: QueuedRequest, names: RedisLockNames): Promise<LockGrant | null> {
+    if (request.signal.aborted || this.closed) return Promise.resolve(null);
+    const sentAt = monotonicNow();
+    const deadline = sentAt + request.waitMs;
+    if (!isMutex(request)) {
+      return this.channel.listening
+        ? this.waitInQueue(request, names, deadline)
+        : this.tryThenWait(request, names, deadline);
     }
-    return this.waitInQueue(request, names, deadline, true);
+    // A mutex tries the lean way first (one hop: the whole uncontended cycle); a miss means the
+    // key is held or awaited, so the wait follows at once.
+    return leanAttempt(this.store, names, request).then((fence) => {
+      if (fence !== null) return { fence: Number(fence), grantedAt: sentAt, permit: 0 };
+      if (request.signal.aborted || this.closed || monotonicNow() >= deadline) {
+        request.onQueued?.();
+        return null;
+      }
+      return this.waitInQueue(request, names, deadline);
+    });
+  }
+
+  /**
+   * Before the channel listens: a plain attempt, then the wait. Nothing may be queued before the
+   * channel listens (a hand-over message in between would be missed).
+   */
+  private async tryThenWait(
+    request: QueuedRequest,
+    names: RedisLockNames,
+    deadline: number,
+  ): Promise<LockGrant | null> {
+    const sentAt = monotonicNow();
+    const reply = await attempt(this.store, names, request, 0);
+    if (reply[0] === 1) return grantOf(reply, sentAt);
+    request.onQueued?.();
+    if (request.signal.aborted || this.closed || monotonicNow() >= deadline) return null;
+    return this.waitInQueue(request, names, deadline);
   }
 
   /**
@@ -99,16 +123,11 @@ export class RedisWaiting {
     await this.channel.close();
   }
 
-  /**
-   * The wait in the queue, its first attempt queueing the caller if the key is busy (tried the
-   * lean way first when the key `maybeFree`).
-   */
+  /** The wait in the queue, its first attempt queueing the caller if the key is busy. */
   private async waitInQueue(
     request: QueuedRequest,
     names: RedisLockNames,
     deadline: number,
-    /** The key may well be free: the first attempt tries the lean way first. */
-    maybeFree: boolean,
   ): Promise<LockGrant | null> {
     const { ttlMs, signal } = request;
     // Lease start of a handed-over lock: the send time of our last attempt that found the lock
@@ -143,7 +162,6 @@ export class RedisWaiting {
           request,
           WAITER_TTL_MS,
           waiter.member,
-          maybeFree && round === 0,
         );
         if (reply[0] === 1) {
           waiter.queued = false;

@@ -10,8 +10,9 @@ import type {
 import { monotonicNow } from '../../core/shared/clock';
 import { sleep } from '../../core/shared/timers';
 import { forceReleaseKey, inspectKey } from './admin';
-import { attempt } from './attempt';
+import { attempt, isMutex, leanAttempt } from './attempt';
 import type { RedisPort } from './port/redis-port';
+import type { RedisLockNames } from './redis-keys';
 import { RedisWaiting } from './redis-waiting';
 import type { RedisStore } from './redis-store';
 import type { RestartGuard } from './restart-guard';
@@ -67,35 +68,50 @@ export class RedisLockBackend implements LockBackend {
     return this.#store.connection.ready(() => this.#port.command(['PING']), timeoutMs);
   }
 
-  async tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
+  tryAcquire(request: GrantRequest): Promise<LockGrant | null> {
     this.guard.noteTtl(request.ttlMs);
-    if (!this.guard.trustedNow() && (await this.guard.untilTrusted(GUARD_READ_MS)) > 0) {
-      return null;
-    }
-    const reply = await attempt(this.#store, this.#store.keyspace.names(request.key), request, 0);
-    if (reply[0] !== 1) return null;
-    return { fence: Number(reply[1]), permit: Number(reply[2] ?? 0) };
+    if (!this.guard.trustedNow()) return this.tryAfterRestart(request);
+    const names = this.#store.keyspace.names(request.key);
+    if (!isMutex(request)) return this.tryGeneral(request, names);
+    return leanAttempt(this.#store, names, request).then((fence) =>
+      fence === null ? this.tryGeneral(request, names) : { fence: Number(fence), permit: 0 },
+    );
   }
 
-  async acquire(request: QueuedRequest): Promise<LockGrant | null> {
-    if (this.closed) return null;
+  /** One attempt by the general script: a busy key, a queue, shared or counted holders. */
+  private async tryGeneral(
+    request: GrantRequest,
+    names: RedisLockNames,
+  ): Promise<LockGrant | null> {
+    const reply = await attempt(this.#store, names, request, 0);
+    return reply[0] === 1 ? { fence: Number(reply[1]), permit: Number(reply[2] ?? 0) } : null;
+  }
+
+  acquire(request: QueuedRequest): Promise<LockGrant | null> {
+    if (this.closed) return Promise.resolve(null);
     this.guard.noteTtl(request.ttlMs);
-    if (!this.guard.trustedNow()) {
-      const startedAt = monotonicNow();
-      const wait = await this.guard.untilTrusted(GUARD_READ_MS);
-      if (wait > 0) {
-        // Busy as long as the node may have forgotten a holder: the caller waits it out.
-        request.onQueued?.();
-        await sleep(Math.min(wait, request.waitMs), request.signal);
-        if (request.signal.aborted || this.closed || wait >= request.waitMs) return null;
-        const waitMs = request.waitMs - (monotonicNow() - startedAt);
-        return this.waiting.acquire(
-          { ...request, waitMs },
-          this.#store.keyspace.names(request.key),
-        );
-      }
-    }
+    if (!this.guard.trustedNow()) return this.acquireAfterRestart(request);
     return this.waiting.acquire(request, this.#store.keyspace.names(request.key));
+  }
+
+  /** {@link tryAcquire} while the node's restart guard is not known to trust it: busy until it does. */
+  private async tryAfterRestart(request: GrantRequest): Promise<LockGrant | null> {
+    if ((await this.guard.untilTrusted(GUARD_READ_MS)) > 0) return null;
+    return this.tryAcquire(request);
+  }
+
+  /** {@link acquire} while the guard is not known to trust the node: it waits that out first. */
+  private async acquireAfterRestart(request: QueuedRequest): Promise<LockGrant | null> {
+    const startedAt = monotonicNow();
+    const wait = await this.guard.untilTrusted(GUARD_READ_MS);
+    if (wait > 0) {
+      // Busy as long as the node may have forgotten a holder: the caller waits it out.
+      request.onQueued?.();
+      await sleep(Math.min(wait, request.waitMs), request.signal);
+      if (request.signal.aborted || this.closed || wait >= request.waitMs) return null;
+    }
+    const waitMs = request.waitMs - (monotonicNow() - startedAt);
+    return this.waiting.acquire({ ...request, waitMs }, this.#store.keyspace.names(request.key));
   }
 
   async extend(key: string, token: string, ttlMs: number): Promise<boolean> {
@@ -114,12 +130,18 @@ export class RedisLockBackend implements LockBackend {
    * loop): whatever the releasing caller does next (its next acquire's write) must not hold up
    * the next holder.
    */
-  async release(key: string, token: string, grant?: GrantShape): Promise<boolean> {
+  release(key: string, token: string, grant?: GrantShape): Promise<boolean> {
     const names = this.#store.keyspace.names(key);
-    if (grant && (grant.mode ?? 'exclusive') === 'exclusive' && (grant.permits ?? 1) === 1) {
-      const quick = await this.#store.keyScript(MUTEX_RELEASE, names, [token], undefined, 2);
-      if (quick !== null) return Number(quick) === 1;
+    if (!grant || (grant.mode ?? 'exclusive') !== 'exclusive' || (grant.permits ?? 1) !== 1) {
+      return this.releaseAny(names, token);
     }
+    return this.#store
+      .keyScript(MUTEX_RELEASE, names, [token], undefined, 1)
+      .then((quick) => (quick === null ? this.releaseAny(names, token) : Number(quick) === 1));
+  }
+
+  /** {@link release} by the general script: any kind of holder, and the queue's hand-overs. */
+  private async releaseAny(names: RedisLockNames, token: string): Promise<boolean> {
     const released = (await this.#store.keyScript(RELEASE, names, [
       token,
       this.waiting.channelName,

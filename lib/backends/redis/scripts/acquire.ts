@@ -54,6 +54,7 @@ if not mine and fits(S, mode, permits) and not headOf() then
   mine = grant(S, token, mode, permits, ttl)
 end
 settle(S)
+markQueued(S)
 if held then return {2, held.fence or lastFence(KEYS[3]), held.slot} end
 if mine then return {1, mine.fence, mine.slot} end
 if waiterTtl > 0 then
@@ -62,6 +63,7 @@ if waiterTtl > 0 then
   end
   redis.call('zadd', KEYS[4], now + waiterTtl, member)
   for _, i in ipairs({2, 4, 5}) do redis.call('pexpire', KEYS[i], 2 * waiterTtl) end
+  markQueued(S)
 end
 if S.kind == 'mutex' then return {0, redis.call('pttl', KEYS[1])} end
 local earliest

@@ -14,6 +14,8 @@ ${TIME_LUA}${HOLDERS_LUA}
 local S = holdersOf(true)
 local had = #S.holders > 0 and 1 or 0
 if S.kind ~= 'none' then redis.call('del', KEYS[1]) end
-admitQueue({ kind = 'none', holders = {} }, nil, 0, nil, {})
+local freed = { kind = 'none', holders = {} }
+admitQueue(freed, nil, 0, nil, {})
+markQueued(freed)
 return had
 `);

@@ -15,5 +15,6 @@ local S = holdersOf(true)
 drop(S, ARGV[2])
 admitQueue(S, nil, 0, nil, {})
 settle(S)
+markQueued(S)
 return 1
 `);

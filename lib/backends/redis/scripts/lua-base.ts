@@ -7,13 +7,14 @@
  * - `foreign(kind)`: refuses to go on (error "FOREIGN <kind>") because the key holds something
  *   this module did not write; nothing of it is changed.
  * - `mutexValue(v)`: the owner token and fence of a mutex's value `<token> <fence>` (a token of
- *   at least 16 characters without a space), or nil when `v` is no such value.
+ *   at least 16 characters without a space), or nil when `v` is no such value. A value ending in
+ *   ` q` (`<token> <fence> q`) is a mutex someone queued for: its release must hand it on.
  */
 export const VALUES_LUA = `
 local function foreign(kind) error({err = 'FOREIGN ' .. kind}) end
 local function mutexValue(v)
-  local token, fence = string.match(v, '^(%S+) (%d+)$')
-  if token and #token >= 16 then return token, tonumber(fence) end
+  local token, fence, rest = string.match(v, '^(%S+) (%d+)(.*)$')
+  if token and #token >= 16 and (rest == '' or rest == ' q') then return token, tonumber(fence) end
   return nil
 end
 `;
@@ -21,8 +22,9 @@ end
 /**
  * Lua on fence bucket counters (see `fence-buckets.ts`).
  * - `drawFence(counter)`: the bucket's next fence: the server's time in microseconds, or the
- *   counter plus one when that is higher. Every key always draws from one counter, which only
- *   rises, so a key's fences rise strictly whatever the clock does. Following the clock makes
+ *   counter plus one when that is higher (two calls: the time, and a `SET ... GET` of the
+ *   counter, which a counter ahead of the clock corrects). Every key always draws from one
+ *   counter, which only rises, so a key's fences rise strictly whatever the clock does. Following the clock makes
  *   them rise across counters too: a counter lost in a restart without data, or a key moved to
  *   another bucket by a change of `fenceBuckets`, starts above every fence drawn before it (no
  *   node runs two grants in one microsecond), as long as the server's clock does not step back.
@@ -36,9 +38,19 @@ local function digits(n)
 end
 local function drawFence(counter)
   local t = redis.call('time')
-  local fence = math.max(tonumber(redis.call('get', counter) or '0') + 1,
-                         tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  redis.call('set', counter, digits(fence))
+  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local before = redis.call('set', counter, digits(fence), 'GET')
+  if before then
+    local last = tonumber(before)
+    if not last then
+      redis.call('set', counter, before)
+      error({err = 'FOREIGN string at ' .. counter})
+    end
+    if last >= fence then
+      fence = last + 1
+      redis.call('set', counter, digits(fence))
+    end
+  end
   return fence
 end
 local function lastFence(counter)

@@ -57,6 +57,9 @@ export const OVERTAKE_PER_PERMIT = 2;
  *   goes, without one); a hash left as it was keeps the expiry it has.
  * - `agreedPermits(S, self)`: the permits a busy key's holders (else its first waiter, if not the
  *   caller) asked for; nil when idle.
+ * - `markQueued(S)`: a mutex someone queued for gets its value marked (`<token> <fence> q`, its
+ *   expiry kept), so that its release, which reads the value anyway, knows to hand it on without
+ *   looking at the queue. Every script that can queue a caller or grant a mutex ends with it.
  */
 export const HOLDERS_LUA = `
 local OVERTAKE_PER_PERMIT = ${OVERTAKE_PER_PERMIT}
@@ -212,6 +215,11 @@ local function settle(S)
   local latest = 0
   for _, h in ipairs(S.holders) do latest = math.max(latest, h.expiry) end
   if latest > 0 then redis.call('pexpireat', KEYS[1], latest) else redis.call('del', KEYS[1]) end
+end
+local function markQueued(S)
+  if S.kind ~= 'mutex' or redis.call('exists', KEYS[2]) == 0 then return end
+  local value = redis.call('get', KEYS[1])
+  if string.byte(value, -1) ~= 113 then redis.call('set', KEYS[1], value .. ' q', 'KEEPTTL') end
 end
 local function agreedPermits(S, self)
   if S.holders[1] then return S.holders[1].permits end

@@ -30,5 +30,6 @@ local S = holdersOf(true)
 local reply = { dropped or drop(S, token) }
 admitQueue(S, nil, 0, ARGV[2], reply)
 settle(S)
+markQueued(S)
 return reply
 `);
