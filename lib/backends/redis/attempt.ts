@@ -37,7 +37,12 @@ export function leanAttempt(
   request: GrantRequest,
 ): Promise<unknown> {
   const { token, ttlMs } = request;
-  return store.keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undoer(store, names, token, ''), 3);
+  return store
+    .keyScript(MUTEX_ACQUIRE, names, [token, ttlMs], undoer(store, names, token, ''), 3)
+    .then((fence) => {
+      names.contended = fence === null;
+      return fence;
+    });
 }
 
 /**

@@ -18,6 +18,13 @@ export interface RedisLockNames {
    * `RedisStore.keysOf`): a cycle sends them twice, and arrays built for every call were a share
    * of its client time.
    */
+  /**
+   * This process last found the key held or awaited (a lean attempt missed, a lean release found
+   * waiters), and has not taken it the lean way since: its next release goes straight to the
+   * general script, which hands it on (the lean one would only send it there, a round trip more
+   * on every contended hand-off).
+   */
+  contended?: boolean;
   scriptKeys?: {
     /** The bucket count they were made for (`null`: a Cluster's, one counter per slot). */
     readonly count: number | null;

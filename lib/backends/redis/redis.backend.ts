@@ -132,12 +132,14 @@ export class RedisLockBackend implements LockBackend {
    */
   release(key: string, token: string, grant?: GrantShape): Promise<boolean> {
     const names = this.#store.keyspace.names(key);
-    if (!grant || (grant.mode ?? 'exclusive') !== 'exclusive' || (grant.permits ?? 1) !== 1) {
+    const mutex =
+      grant && (grant.mode ?? 'exclusive') === 'exclusive' && (grant.permits ?? 1) === 1;
+    if (!mutex || names.contended) return this.releaseAny(names, token);
+    return this.#store.keyScript(MUTEX_RELEASE, names, [token], undefined, 1).then((quick) => {
+      if (quick !== null) return Number(quick) === 1;
+      names.contended = true;
       return this.releaseAny(names, token);
-    }
-    return this.#store
-      .keyScript(MUTEX_RELEASE, names, [token], undefined, 1)
-      .then((quick) => (quick === null ? this.releaseAny(names, token) : Number(quick) === 1));
+    });
   }
 
   /** {@link release} by the general script: any kind of holder, and the queue's hand-overs. */
