@@ -75,6 +75,15 @@ export class Lease implements ScheduledLease {
   /** `withLock`/`@Locked` scopes running under this lease: work shutdown can wait for. */
   scopes = 0;
   /**
+   * Links of the held leases' list (`HeldLeases`, which alone writes them): `heldPrev === this`
+   * once the lease is off it.
+   */
+  heldPrev?: Lease;
+  heldNext?: Lease;
+  /** Links of its scheduler's list (see `ScheduledLease`). */
+  watchPrev?: ScheduledLease;
+  watchNext?: ScheduledLease;
+  /**
    * How long a lease of `ttl` can be trusted from the moment its request was sent: what the
    * backend says (Redlock less its clock-drift allowance, ZooKeeper capped below the session
    * timeout), never more than the ttl.

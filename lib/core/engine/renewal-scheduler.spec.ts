@@ -235,6 +235,27 @@ describe('RenewalScheduler', () => {
     expect(store.batches).toEqual([]);
   });
 
+  it('a loss whose listener ends the next lease on the list mid-tick leaves the rest watched and renewed', async () => {
+    const store = new BatchStore();
+    const { lease, host, scheduler } = setup(store);
+    const steady = lease('steady', 600);
+    const victim = lease('victim', 600);
+    // Watched last, so checked first: its loss ends `victim`, the lease checked after it.
+    const short = lease('short', 120, false);
+    const report = host.reportLost.bind(host);
+    host.reportLost = (l, reason) => {
+      report(l, reason);
+      if (l === short) victim.markLost('its owner gave up with short');
+    };
+    await until(() => short.state === 'lost');
+    expect(victim.state).toBe('lost');
+    expect(scheduler.size).toBe(1);
+    const before = host.renewed.get('steady') ?? 0;
+    await until(() => (host.renewed.get('steady') ?? 0) >= before + 2);
+    expect(steady.isHeld()).toBe(true);
+    expect(host.lost.map((l) => l.token)).toEqual(['short', 'victim']);
+  });
+
   it('forgets released leases; a closed scheduler renews nothing', async () => {
     const store = new BatchStore();
     const { lease, scheduler } = setup(store);

@@ -20,6 +20,12 @@ export interface ScheduledLease {
   /** The answer to a renewal sent at `sentAt` for `ttl`: true, false, or why it failed. */
   renewed(sentAt: number, ttl: number, result: unknown): void;
   /**
+   * Links of the scheduler's list of watched leases (the scheduler alone writes them):
+   * `watchPrev === this` once the lease is off it, `undefined` before it was ever on it.
+   */
+  watchPrev?: ScheduledLease;
+  watchNext?: ScheduledLease;
+  /**
    * The store call renewing this lease, sent: no other renewal of it goes out until it settled,
    * even when its answer came too late for its bound.
    */
@@ -38,7 +44,12 @@ export interface ScheduledLease {
  * maxHold are checked on the same timer, which is armed for the earliest of them.
  */
 export class RenewalScheduler {
-  private readonly leases = new Set<ScheduledLease>();
+  /**
+   * The watched leases, most recent first, in a list linked through the leases themselves:
+   * watching and forgetting one (every acquisition and release) allocates and hashes nothing.
+   */
+  private newest?: ScheduledLease;
+  private count = 0;
   private timer?: NodeJS.Timeout;
   /** When the armed timer fires (`Infinity`: none armed). */
   private wakeAt = Infinity;
@@ -57,7 +68,13 @@ export class RenewalScheduler {
    */
   watch(lease: ScheduledLease, nextAt: number): void {
     if (this.closed) return;
-    this.leases.add(lease);
+    if (!this.watching(lease)) {
+      lease.watchPrev = undefined;
+      lease.watchNext = this.newest;
+      if (this.newest) this.newest.watchPrev = lease;
+      this.newest = lease;
+      this.count++;
+    }
     if (nextAt < this.wakeAt) this.arm(nextAt);
   }
 
@@ -67,12 +84,23 @@ export class RenewalScheduler {
    * idle wake-up per renewal period.
    */
   forget(lease: ScheduledLease): void {
-    this.leases.delete(lease);
+    if (!this.watching(lease)) return;
+    if (lease.watchPrev) lease.watchPrev.watchNext = lease.watchNext;
+    else this.newest = lease.watchNext;
+    if (lease.watchNext) lease.watchNext.watchPrev = lease.watchPrev;
+    lease.watchPrev = lease;
+    lease.watchNext = undefined;
+    this.count--;
   }
 
   /** How many leases are watched (diagnostics and tests). */
   get size(): number {
-    return this.leases.size;
+    return this.count;
+  }
+
+  /** Whether `lease` is on this scheduler's list. */
+  private watching(lease: ScheduledLease): boolean {
+    return lease.watchPrev !== lease && (lease.watchPrev !== undefined || this.newest === lease);
   }
 
   /** Stops the timer for good (the engine is closing; the leases were released or lost). */
@@ -81,7 +109,14 @@ export class RenewalScheduler {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.wakeAt = Infinity;
-    this.leases.clear();
+    for (let lease = this.newest; lease;) {
+      const next = lease.watchNext;
+      lease.watchPrev = lease;
+      lease.watchNext = undefined;
+      lease = next;
+    }
+    this.newest = undefined;
+    this.count = 0;
   }
 
   private arm(at: number): void {
@@ -98,10 +133,15 @@ export class RenewalScheduler {
     const now = monotonicNow();
     const due: ScheduledLease[] = [];
     let next = Infinity;
-    for (const lease of this.leases) {
+    for (let lease = this.newest; lease;) {
+      // Read before the check: a lease that ends is taken off the list (its links cleared).
+      const following = lease.watchNext;
       const at = lease.check(now, due);
-      if (at === Infinity) this.leases.delete(lease);
+      if (at === Infinity) this.forget(lease);
       else if (at < next) next = at;
+      // A loss reported by the check can end other leases at once (a listener releasing its
+      // locks): if the next one went, start over (a lease checked twice is not renewed twice).
+      lease = following && following.watchPrev === following ? this.newest : following;
     }
     if (due.length > 0) void this.renew(due);
     // A lease watched meanwhile (during check: none; renew runs later) re-arms by itself.
