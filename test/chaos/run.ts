@@ -30,7 +30,7 @@ function writeFullReport(run: MatrixRun): void {
 
 /**
  * `base` with `part`'s cells in place of base's cells of the same (backend, fault), and its
- * skipped cells likewise; backends and faults `part` adds are appended, in `part`'s order.
+ * skipped cells likewise; backends and faults `part` adds are placed as in `part`.
  */
 function mergeRuns(base: MatrixRun, part: MatrixRun): MatrixRun {
   const pairs = new Set(
@@ -38,10 +38,18 @@ function mergeRuns(base: MatrixRun, part: MatrixRun): MatrixRun {
   );
   const kept = <T extends { backend: string; fault: string }>(list: readonly T[]): T[] =>
     list.filter((c) => !pairs.has(`${c.backend}\u0000${c.fault}`));
-  const union = (a: MatrixRun['faults'], b: MatrixRun['faults']) => [
-    ...a,
-    ...b.filter((x) => !a.some((y) => y.id === x.id)),
-  ];
+  // An item `part` adds goes right after the one it follows in `part` (a variant row next to
+  // the row it varies), or last when it follows none of base's.
+  const union = <T extends { id: string }>(a: readonly T[], b: readonly T[]): T[] => {
+    const out = [...a];
+    b.forEach((x, i) => {
+      if (out.some((y) => y.id === x.id)) return;
+      const after = i > 0 ? out.findIndex((y) => y.id === b[i - 1].id) : -1;
+      if (after >= 0) out.splice(after + 1, 0, x);
+      else out.push(x);
+    });
+    return out;
+  };
   return {
     ...base,
     backends: union(base.backends, part.backends),
