@@ -27,8 +27,8 @@ if mode == 'x' and permits == 1 then
   local current = redis.pcall('get', KEYS[1])
   if current == false then
     if redis.call('exists', KEYS[2]) == 0 then
-      local fence = drawFence(KEYS[3])
-      redis.call('set', KEYS[1], token .. ' ' .. digits(fence), 'PX', ttl)
+      local fence, text = drawFence(KEYS[3])
+      redis.call('set', KEYS[1], token .. ' ' .. text, 'PX', ttl)
       return {1, fence, 0}
     end
   elseif type(current) == 'string' then

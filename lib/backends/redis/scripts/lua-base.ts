@@ -21,13 +21,14 @@ end
 
 /**
  * Lua on fence bucket counters (see `fence-buckets.ts`).
- * - `drawFence(counter)`: the bucket's next fence: the server's time in microseconds, or the
- *   counter plus one when that is higher (two calls: the time, and a `SET ... GET` of the
- *   counter, which a counter ahead of the clock corrects). Every key always draws from one
- *   counter, which only rises, so a key's fences rise strictly whatever the clock does. Following the clock makes
- *   them rise across counters too: a counter lost in a restart without data, or a key moved to
- *   another bucket by a change of `fenceBuckets`, starts above every fence drawn before it (no
- *   node runs two grants in one microsecond), as long as the server's clock does not step back.
+ * - `drawFence(counter)`: the bucket's next fence, and its digits: the server's time in
+ *   microseconds (its two parts joined as text: no float formatting), or the counter plus one when
+ *   that is higher (two calls: the time, and a `SET ... GET` of the counter, which a counter ahead
+ *   of the clock corrects). Every key always draws from one counter, which only rises, so a key's
+ *   fences rise strictly whatever the clock does. Following the clock makes them rise across
+ *   counters too: a counter lost in a restart without data, or a key moved to another bucket by a
+ *   change of `fenceBuckets`, starts above every fence drawn before it (no node runs two grants in
+ *   one microsecond), as long as the server's clock does not step back.
  * - `lastFence(counter)`: the bucket's counter, at least the last fence any key of the bucket
  *   was granted (0 when none was).
  * - `digits(n)`: a fence (up to 16 digits) as text; Lua's own conversion would round it.
@@ -38,8 +39,9 @@ local function digits(n)
 end
 local function drawFence(counter)
   local t = redis.call('time')
-  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local before = redis.call('set', counter, digits(fence), 'GET')
+  local text = t[1] .. string.sub(t[2] + 1000000, 2)
+  local fence = tonumber(text)
+  local before = redis.call('set', counter, text, 'GET')
   if before then
     local last = tonumber(before)
     if not last then
@@ -48,10 +50,11 @@ local function drawFence(counter)
     end
     if last >= fence then
       fence = last + 1
-      redis.call('set', counter, digits(fence))
+      text = digits(fence)
+      redis.call('set', counter, text)
     end
   end
-  return fence
+  return fence, text
 end
 local function lastFence(counter)
   return tonumber(redis.call('get', counter) or '0') or 0

@@ -13,8 +13,8 @@ import { FENCES_LUA } from './lua-base';
  */
 export const MUTEX_ACQUIRE = script(`${FENCES_LUA}
 if redis.call('exists', KEYS[1], KEYS[2]) ~= 0 then return nil end
-local fence = drawFence(KEYS[3])
-redis.call('set', KEYS[1], ARGV[1] .. ' ' .. digits(fence), 'PX', ARGV[2])
+local fence, text = drawFence(KEYS[3])
+redis.call('set', KEYS[1], ARGV[1] .. ' ' .. text, 'PX', ARGV[2])
 return fence
 `);
 
