@@ -16,7 +16,7 @@ export function markdownTable(table: BenchTable): string {
 export function targetsTable(run: BenchRun): BenchTable {
   const targets = run.suites.flatMap((s) => s.targets);
   return {
-    title: 'Targets (issues 8, 18 and 19)',
+    title: 'Targets',
     columns: ['Target', 'Measured', 'Goal', 'Met'],
     rows: targets.map((t) => [
       t.label,

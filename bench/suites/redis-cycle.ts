@@ -129,8 +129,9 @@ export async function redisCycleSuite(profile: Profile): Promise<SuiteResult> {
           results,
           ourResult,
           'Medians of interleaved rounds; "ours ÷ this" is ours on ioredis over this, the median ' +
-            'of per-round ratios. Ours is LockService.acquire + release, and also takes a fencing ' +
-            'token (INCR in the acquire script) and arms a renewal watchdog; both of ours are ' +
+            'of per-round ratios. Ours is LockService.acquire + release, and also draws a fencing ' +
+            'token (the server time and a SET ... GET of a counter, in the acquire script), ' +
+            'checks the wait queue and arms a renewal watchdog; both of ours are ' +
             'made by the module from the same URL, with ioredis 5 or node-redis 5. The peers ' +
             'share one ioredis client, with their default settings; redlock-universal is its ' +
             'single-node lock (createLock, SET NX PX + a compare-and-delete script), one lock ' +
