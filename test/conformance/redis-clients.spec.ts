@@ -9,11 +9,11 @@ import { exportsOf } from '../port/families';
 import type { ConcernName, ConformanceTarget } from './battery/fixture';
 import { runLockConformance } from './lock-conformance';
 
-// Every client family through the battery's exclusion, fencing, hand-off and loss concerns. The
-// full battery runs on ioredis 5 (redis.spec.ts, redis-cluster.spec.ts, redlock.spec.ts); each
-// family's own port is checked by the port contract (test/port). Single nodes use the machine's
-// Redis (up for long: the restart guard is on, and trusts it); Clusters and Redlock nodes are
-// fresh processes of their own.
+// Every client family through the battery's exclusion, fencing, hand-off, loss, shared and counted
+// locks and batched renewal concerns. The full battery runs on ioredis 5 (redis.spec.ts,
+// redis-cluster.spec.ts, redlock.spec.ts); each family's own port is checked by the port contract
+// (test/port). Single nodes use the machine's Redis (up for long: the restart guard is on, and
+// trusts it); Clusters and Redlock nodes are fresh processes of their own.
 
 /** The battery's concerns each client family runs. */
 const CONCERNS: readonly ConcernName[] = [
@@ -22,6 +22,8 @@ const CONCERNS: readonly ConcernName[] = [
   'fencing',
   'waiting',
   'lostLock',
+  'sharing',
+  'renewalBatching',
 ];
 
 /** A user's client of one family, as a test's setup makes and closes it. */

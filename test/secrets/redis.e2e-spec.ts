@@ -65,25 +65,79 @@ function probeUrl(url: string, extra: { startup?: 'fail' } = {}): Promise<ProbeR
 
 afterAll(() => stopAll());
 
+/** The servers the URL probes use: one wanting another password, one wanting the sentinel. */
+interface ProbeServers {
+  locked: RedisNode;
+  open: RedisNode;
+  closedPort: number;
+}
+
+/** Starts the {@link ProbeServers} (the locked one also has the ACL user `locker`, password `pw`). */
+async function startProbeServers(): Promise<ProbeServers> {
+  const [locked, open] = await startRedisNodes(2);
+  // An ACL user whose password is not the sentinel (made before AUTH is required).
+  expect(
+    await redisCommand(locked.port, 'ACL', 'SETUSER', 'locker', 'on', '>pw', '~*', '&*', '+@all'),
+  ).toBe('+OK\r\n');
+  await requirePassword(locked, SERVER_PASSWORD);
+  await requirePassword(open, SENTINEL);
+  return { locked, open, closedPort: await findFreePort() };
+}
+
+/** The probes of a password in the URL, through `probe` (one client family). */
+function urlProbes(
+  servers: () => ProbeServers,
+  probe: (url: string) => Promise<ProbeResult>,
+): void {
+  it(
+    'a wrong password in the URL: WRONGPASS and the endpoint, never the password',
+    async () => {
+      const { locked } = servers();
+      const result = await probe(`redis://:${SENTINEL}@127.0.0.1:${locked.port}`);
+      expectNoLeak(result);
+      expectFailedWith(result, /WRONGPASS/);
+      expect(result.outcomes.acquire).toContain(`127.0.0.1:${locked.port}`);
+    },
+    PROBE_MS,
+  );
+
+  it(
+    'the right password: every call succeeds, and nothing printed (handles included) holds it',
+    async () => {
+      const result = await probe(`redis://:${SENTINEL}@127.0.0.1:${servers().open.port}`);
+      expectNoLeak(result);
+      expectSucceeded(result);
+    },
+    PROBE_MS,
+  );
+
+  it(
+    'a closed port, with a password in the URL: ECONNREFUSED and the port, never the password',
+    async () => {
+      const { closedPort } = servers();
+      const result = await probe(`redis://:${SENTINEL}@127.0.0.1:${closedPort}`);
+      expectNoLeak(result);
+      expectFailedWith(result, new RegExp(`ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}`));
+      expect(result.outcomes.acquire).toMatch(/code: 'ECONNREFUSED'/);
+    },
+    PROBE_MS,
+  );
+}
+
 describe('secret probe: redis', () => {
-  let locked: RedisNode;
-  let open: RedisNode;
-  let closedPort: number;
+  let servers: ProbeServers;
 
   beforeAll(async () => {
-    [locked, open] = await startRedisNodes(2);
-    // An ACL user whose password is not the sentinel (made before AUTH is required).
-    expect(
-      await redisCommand(locked.port, 'ACL', 'SETUSER', 'locker', 'on', '>pw', '~*', '&*', '+@all'),
-    ).toBe('+OK\r\n');
-    await requirePassword(locked, SERVER_PASSWORD);
-    await requirePassword(open, SENTINEL);
-    closedPort = await findFreePort();
+    servers = await startProbeServers();
   });
 
-  // The three places a password goes: the URL, redisOptions, an ACL user's URL.
+  urlProbes(
+    () => servers,
+    (url) => probeUrl(url),
+  );
+
+  // The other places a password goes: redisOptions, an ACL user's URL.
   const wrongPasswords: Array<[string, (port: number) => LockBackendConfig]> = [
-    ['in the URL', (port) => ({ type: 'redis', url: `redis://:${SENTINEL}@127.0.0.1:${port}` })],
     [
       'in redisOptions',
       (port) => ({
@@ -100,31 +154,10 @@ describe('secret probe: redis', () => {
   it.each(wrongPasswords)(
     'a wrong password %s: WRONGPASS and the endpoint, never the password',
     async (_where, config) => {
-      const result = await runSecretProbe(config(locked.port));
+      const result = await runSecretProbe(config(servers.locked.port));
       expectNoLeak(result);
       expectFailedWith(result, /WRONGPASS/);
-      expect(result.outcomes.acquire).toContain(`127.0.0.1:${locked.port}`);
-    },
-    PROBE_MS,
-  );
-
-  it(
-    'the right password: every call succeeds, and nothing printed (handles included) holds it',
-    async () => {
-      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${open.port}`);
-      expectNoLeak(result);
-      expectSucceeded(result);
-    },
-    PROBE_MS,
-  );
-
-  it(
-    'a closed port, with a password in the URL: ECONNREFUSED and the port, never the password',
-    async () => {
-      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${closedPort}`);
-      expectNoLeak(result);
-      expectFailedWith(result, new RegExp(`ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}`));
-      expect(result.outcomes.acquire).toMatch(/code: 'ECONNREFUSED'/);
+      expect(result.outcomes.acquire).toContain(`127.0.0.1:${servers.locked.port}`);
     },
     PROBE_MS,
   );
@@ -132,7 +165,7 @@ describe('secret probe: redis', () => {
   it(
     "startup 'fail' with a wrong password: bootstrap fails with WRONGPASS, never the password",
     async () => {
-      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${locked.port}`, {
+      const result = await probeUrl(`redis://:${SENTINEL}@127.0.0.1:${servers.locked.port}`, {
         startup: 'fail',
       });
       expect(leaks(result.output)).toEqual([]);
@@ -141,6 +174,28 @@ describe('secret probe: redis', () => {
       expect(result.outcomes.bootstrap).toMatch(/WRONGPASS/);
     },
     PROBE_MS,
+  );
+});
+
+/**
+ * node-redis and iovalkey make, word and print their own errors their own way: the URL probes
+ * through each, the module building its client from the same URL.
+ */
+const OTHER_DRIVERS: Array<[title: string, driver: 'redis' | 'iovalkey']> = [
+  ['node-redis', 'redis'],
+  ['iovalkey', 'iovalkey'],
+];
+
+describe.each(OTHER_DRIVERS)('secret probe: redis through %s', (_title, driver) => {
+  let servers: ProbeServers;
+
+  beforeAll(async () => {
+    servers = await startProbeServers();
+  });
+
+  urlProbes(
+    () => servers,
+    (url) => runSecretProbe({ type: 'redis', url, driver, restartGuard: false }),
   );
 });
 

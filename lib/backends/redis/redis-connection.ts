@@ -142,10 +142,17 @@ export class RedisConnection {
         },
         (err: unknown) => {
           if (!this.settle(pending)) return;
-          // Down meanwhile: the client's own error ("Connection is closed.", the retry limit)
-          // says less than the reason we know.
-          if (this.isDown()) reject(this.error());
-          else reject(mapError ? mapError(err) : err);
+          const fail = (): void => {
+            // Down meanwhile: the client's own error ("Connection is closed.", the retry limit,
+            // NOAUTH) says less than the reason we know.
+            if (this.isDown()) reject(this.error());
+            else reject(mapError ? mapError(err) : err);
+          };
+          // Failed before the connection was through its handshake: the handshake's own error
+          // (WRONGPASS) may be reported just after the call's (node-redis answers a call sent
+          // behind a refused AUTH with NOAUTH first); it is the cause worth naming.
+          if (this.port.isReady()) fail();
+          else setImmediate(fail);
         },
       );
     });

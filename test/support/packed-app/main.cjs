@@ -81,7 +81,7 @@ async function runRedis() {
     });
     await inside.promise;
     // The held lock lives in Redis under our prefix...
-    const heldKeys = await redisKeysWithPrefix(false);
+    const heldKeys = (await redisKeysWithPrefix(false)).length;
     const withLockBusyTry = await locks.tryAcquire('stock:sku-1');
     release.resolve();
     const withLockFence = await scoped;
@@ -96,9 +96,9 @@ async function runRedis() {
       withLockBusyTryRefused: withLockBusyTry === null,
       freeAfter,
       heldKeys,
-      // ...and nothing is left under it once released (fence counters are shared buckets, not
-      // one key per lock key); deletes any leftover for the test.
-      redisKeys: await redisKeysWithPrefix(true),
+      // ...and once released only fence bucket counters are left under it (shared by buckets of
+      // keys, not one per lock key); deletes every leftover for the test.
+      leftoverKeys: await redisKeysWithPrefix(true),
     };
   } finally {
     await app.close();
@@ -119,7 +119,7 @@ async function redisKeysWithPrefix(remove) {
       keys.push(...batch);
     } while (cursor !== '0');
     if (remove && keys.length > 0) await redis.del(...keys);
-    return keys.length;
+    return keys;
   } finally {
     redis.disconnect();
   }
