@@ -241,7 +241,6 @@ export class Acquisition {
     }
     const lease = new Lease(
       this.deps.reporter,
-      token,
       {
         backendName,
         backend,

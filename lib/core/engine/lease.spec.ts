@@ -78,7 +78,6 @@ function grant(store = new FakeStore(), info: Partial<LeaseGrantInfo> = {}) {
   const ttl = info.ttl ?? 300;
   const lease = new Lease(
     host,
-    'slot',
     {
       backendName: 'b',
       backend: store,

@@ -3,6 +3,7 @@ import type { GrantRequest, LockBackend, LockMode } from '../contract/lock-backe
 import { monotonicNow } from '../shared/clock';
 import { messageOf } from '../shared/error-message';
 import { withTimeout } from '../shared/timers';
+import { LeaseEnding } from './lease-ending';
 import type { RenewalScheduler, ScheduledLease } from './renewal-scheduler';
 
 /** Shortest lease left behind by lockAtLeastFor. */
@@ -67,7 +68,7 @@ export interface LeaseGrantInfo {
  * lease lost at once. The backend's {@link RenewalScheduler} keeps the time for all its leases
  * and sends the renewals that are due together.
  */
-export class Lease implements ScheduledLease {
+export class Lease extends LeaseEnding implements ScheduledLease {
   /** `held` until released or lost; never goes back. */
   state: 'held' | 'released' | 'lost' = 'held';
   /** Handles (the first acquisition plus re-entries) not yet released. */
@@ -104,14 +105,6 @@ export class Lease implements ScheduledLease {
   private readonly giveUpAt?: number;
 
   /**
-   * Created on first use of `signal`: most locks are released without anyone looking at it,
-   * and an AbortController plus a LockLostError (stack trace) per acquisition is a large share
-   * of an uncontended cycle's CPU.
-   */
-  private controller?: AbortController;
-  /** Why the lease ended, kept so a signal created afterwards is aborted with the same reason. */
-  private ended?: { reason: string; cause?: unknown; error?: LockLostError };
-  /**
    * Monotonic time the next renewal is due, in whole ms (rounded up, by under a millisecond
    * of a renewal period; whole numbers are stored unboxed, a fraction costs a heap number per
    * lease);
@@ -135,15 +128,11 @@ export class Lease implements ScheduledLease {
 
   constructor(
     private readonly host: LeaseHost,
-    /**
-     * Unused by the engine (held leases are found by their token); kept so the lease's
-     * construction stays one call shape. Pass the token.
-     */
-    readonly slot: string,
     readonly info: LeaseGrantInfo,
     /** Keeps the time for this lease and renews it (with the backend's other due leases). */
     private readonly scheduler: RenewalScheduler,
   ) {
+    super();
     this.ttl = info.ttl;
     this.deadline = info.startedAt + info.validityMs;
     if (info.maxHold !== undefined) this.giveUpAt = info.startedAt + info.maxHold;
@@ -172,15 +161,6 @@ export class Lease implements ScheduledLease {
       holders: this.holders,
     };
     return `Lease ${inspect(facts, options)}`;
-  }
-
-  /** Aborted (reason `LockLostError`) when the lease is lost or released. */
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.ended) this.controller.abort(this.endError());
-    }
-    return this.controller.signal;
   }
 
   /** Held and within its deadline. A passed deadline is turned into a loss on the spot. */
@@ -315,26 +295,6 @@ export class Lease implements ScheduledLease {
   /** A store call that cannot hang the caller: it fails after `operationTimeout`. */
   private bounded<T>(call: Promise<T>, background = false): Promise<T> {
     return withTimeout(call, this.info.operationTimeout, background ? BACKGROUND : FOREGROUND);
-  }
-
-  /** Records why the lease ended and aborts the signal if anyone holds it. */
-  private end(reason: string, cause?: unknown): void {
-    this.ended = { reason, cause };
-    this.controller?.abort(this.endError());
-  }
-
-  private endError(): LockLostError {
-    const ended = this.ended!;
-    return (ended.error ??= this.lostError(ended.reason, ended.cause));
-  }
-
-  private lostError(reason: string, cause?: unknown): LockLostError {
-    return new LockLostError(
-      this.info.key,
-      this.info.backendName,
-      reason,
-      cause === undefined ? undefined : { cause },
-    );
   }
 
   /**

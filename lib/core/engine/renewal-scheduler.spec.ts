@@ -77,7 +77,6 @@ function setup(store: BatchStore | LockBackend) {
   const lease = (token: string, ttl = 300, autoRenew = true): Lease => {
     const l = new Lease(
       host,
-      token,
       {
         backendName: 'b',
         backend: store,
