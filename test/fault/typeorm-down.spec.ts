@@ -7,7 +7,7 @@
  * still bounds. Times to error are printed at the end.
  */
 import 'reflect-metadata';
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { Locked } from '../../lib/decorators/locked.decorator';
@@ -80,6 +80,15 @@ function expectCause(error: unknown, reason: RegExp, code?: string): void {
 }
 
 describe('typeorm, closed port at bootstrap', () => {
+  // The file's first app of each kind loads Nest, TypeORM and the driver (about a second on a
+  // loaded machine): not what "at once" is about, so that happens before anything is timed.
+  beforeAll(async () => {
+    for (const kind of KINDS) {
+      const port = await findFreePort();
+      await settle(createLockApp(options({ ...dataSourceOptions(kind), port }, 'table')));
+    }
+  }, 60_000);
+
   for (const kind of KINDS) {
     it(`${kind}, startup 'fail' (default): the bootstrap fails at once naming ECONNREFUSED and the address`, async () => {
       const port = await findFreePort();
