@@ -9,6 +9,18 @@ export { LockService } from './lock.service';
 export { Locked } from './decorators/locked.decorator';
 export { InjectLockBackend } from './decorators/inject-lock-backend.decorator';
 export { getLockBackendToken } from './lock.constants';
+export { LeaderService } from './leader/leader.service';
+export { LeaderOnly } from './leader/leader-only.decorator';
+export { Leader } from './leader/leader.decorator';
+export type {
+  Leadership,
+  CampaignOptions,
+  LeaderInfo,
+  ObserveOptions,
+  LeaderDecoratorOptions,
+  OnLeadershipGranted,
+  OnLeadershipRevoked,
+} from './leader/leader.interfaces';
 export {
   LockError,
   LockNotAcquiredError,

@@ -1,5 +1,6 @@
 import type { LockOptions } from './lock.interfaces';
 import type { LockService } from './lock.service';
+import type { LeaderService } from './leader/leader.service';
 
 /**
  * Where `@Locked` finds the service. Decorators run before DI exists, so each `LockModule`
@@ -11,11 +12,14 @@ import type { LockService } from './lock.service';
  */
 export const LockServiceHolder: {
   service?: LockService;
+  leaders?: LeaderService;
 } = {};
 
-/** One module's binding; `service` is cleared when that module shuts down. */
+/** One module's binding; both are cleared when that module shuts down. */
 export interface LockBinding {
   service?: LockService;
+  /** What `@LeaderOnly` methods ask whether this instance leads. */
+  leaders?: LeaderService;
 }
 
 /** Instance → the binding of the module of its application. */
@@ -56,17 +60,48 @@ export function lockedDeclarations(prototype: object): LockedDeclaration[] {
   return found;
 }
 
-/** Whether `instance`'s class, or a class it extends, has a `@Locked` method. */
+/**
+ * Prototypes with `@LeaderOnly` methods, with the names they lead (filled by the decorator): the
+ * module binds their instances and starts campaigning for those names at bootstrap.
+ */
+export const leaderOnlyPrototypes = new WeakMap<object, LeaderOnlyDeclaration[]>();
+
+/** One `@LeaderOnly` method as declared. */
+export interface LeaderOnlyDeclaration {
+  readonly name: string;
+  readonly options: object;
+}
+
+/** Whether `instance`'s class, or a class it extends, has a `@Locked` or `@LeaderOnly` method. */
 export function hasLockedMethods(instance: object): boolean {
   for (let p = Object.getPrototypeOf(instance); p && p !== Object.prototype;) {
-    if (lockedPrototypes.has(p as object)) return true;
+    if (lockedPrototypes.has(p as object) || leaderOnlyPrototypes.has(p as object)) return true;
     p = Object.getPrototypeOf(p);
   }
   return false;
 }
 
+/** The `@LeaderOnly` declarations of a class (its `prototype`) and the classes it extends. */
+export function leaderOnlyDeclarations(prototype: object): LeaderOnlyDeclaration[] {
+  const found: LeaderOnlyDeclaration[] = [];
+  for (let p: unknown = prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    found.push(...(leaderOnlyPrototypes.get(p as object) ?? []));
+  }
+  return found;
+}
+
+/** The binding a decorated method called on `self` uses (its module's, else the latest). */
+function bindingFor(self: unknown): LockBinding {
+  const binding = typeof self === 'object' && self !== null ? lockBindings.get(self) : undefined;
+  return binding ?? LockServiceHolder;
+}
+
 /** The service a `@Locked` method called on `self` must use, if any. */
 export function lockServiceFor(self: unknown): LockService | undefined {
-  const binding = typeof self === 'object' && self !== null ? lockBindings.get(self) : undefined;
-  return binding ? binding.service : LockServiceHolder.service;
+  return bindingFor(self).service;
+}
+
+/** The leader service a `@LeaderOnly` method called on `self` must use, if any. */
+export function leaderServiceFor(self: unknown): LeaderService | undefined {
+  return bindingFor(self).leaders;
 }

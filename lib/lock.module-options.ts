@@ -67,6 +67,11 @@ export interface LockModuleOptions {
    * app is created; without an SDK the API is a no-op). Labelled by backend only.
    */
   metrics?: boolean;
+  /**
+   * This instance's name among leadership candidates (`LeaderService.id`, what `leader(name)`
+   * reports while it leads): 1 to 128 characters, default `<host name>:<pid>`.
+   */
+  leaderId?: string;
 }
 
 /** `LockModuleOptions.shutdown`. */

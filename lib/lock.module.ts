@@ -3,6 +3,7 @@ import {
   type DynamicModule,
   Inject,
   Module,
+  type OnApplicationBootstrap,
   type OnApplicationShutdown,
   type OnModuleInit,
   type Provider,
@@ -31,6 +32,9 @@ import {
   type LockBinding,
 } from './lock-service.holder';
 import { requestedBackendNames } from './decorators/inject-lock-backend.decorator';
+import { LeaderService } from './leader/leader.service';
+import { LEADER_OPTION_KEYS, leaderIdOf } from './leader/leader-id';
+import { startLeaderCampaigns } from './leader/leader-bootstrap';
 
 /**
  * The distributed-lock module. `LockModule.forRoot({ backends: { main: { type: 'redis', url } } })`
@@ -42,7 +46,7 @@ import { requestedBackendNames } from './decorators/inject-lock-backend.decorato
 @Module({})
 export class LockModule
   extends LockConfigurableModule
-  implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
   /** What this module's `@Locked` instances use; its service is cleared at shutdown. */
   private readonly binding: LockBinding = {};
@@ -51,6 +55,7 @@ export class LockModule
   constructor(
     @Inject(LOCK_ENGINE) private readonly engine: LockEngine,
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(LeaderService) private readonly leaders: LeaderService,
   ) {
     super();
   }
@@ -76,7 +81,9 @@ export class LockModule
   onModuleInit(): void {
     const service = LockService.of(this.engine);
     this.binding.service = service;
+    this.binding.leaders = this.leaders;
     LockServiceHolder.service = service;
+    LockServiceHolder.leaders = this.leaders;
     for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
       // Request-scoped and transient instances do not exist yet: they use the holder.
       if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) continue;
@@ -113,17 +120,29 @@ export class LockModule
     }
   }
 
+  /** Starts campaigning for every `@Leader` provider and `@LeaderOnly` name of the application. */
+  onApplicationBootstrap(): void {
+    startLeaderCampaigns(this.leaders, [
+      ...this.discovery.getProviders(),
+      ...this.discovery.getControllers(),
+    ]);
+  }
+
   /**
-   * Stops new acquisitions, lets in-flight locked work finish or aborts it (option
-   * `shutdown`), and releases held locks while clients are still open.
+   * Resigns every leadership the module campaigns for (the next candidates lead at once), stops
+   * new acquisitions, lets in-flight locked work finish or aborts it (option `shutdown`), and
+   * releases held locks while clients are still open.
    */
   async beforeApplicationShutdown(): Promise<void> {
     try {
+      await this.leaders.shutdown();
       // In-flight work may still re-enter its locks through @Locked meanwhile.
       await this.engine.beforeShutdown();
     } finally {
       if (LockServiceHolder.service === this.binding.service) LockServiceHolder.service = undefined;
+      if (LockServiceHolder.leaders === this.leaders) LockServiceHolder.leaders = undefined;
       this.binding.service = undefined;
+      this.binding.leaders = undefined;
     }
   }
 
@@ -156,6 +175,7 @@ function withProviders(base: DynamicModule, names: readonly string[]): DynamicMo
         ...(base.exports ?? []),
         LOCK_ENGINE,
         LockService,
+        LeaderService,
         ...backendNames().map(getLockBackendToken),
       ],
     },
@@ -179,7 +199,7 @@ function providers(configured: readonly string[], backendNames: readonly string[
           types: BACKEND_TYPES,
           // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
           resolve: (token) => moduleRef.get(token as string, { strict: false }),
-          foreignKeys: HTTP_OPTION_KEYS,
+          foreignKeys: [...HTTP_OPTION_KEYS, ...LEADER_OPTION_KEYS],
         });
         return new LockEngine(backends, settings);
       },
@@ -189,6 +209,12 @@ function providers(configured: readonly string[], backendNames: readonly string[
       provide: LockService,
       useFactory: (engine: LockEngine) => LockService.of(engine),
       inject: [LOCK_ENGINE],
+    },
+    {
+      provide: LeaderService,
+      useFactory: (engine: LockEngine, options: unknown) =>
+        LeaderService.of(engine, leaderIdOf(options)),
+      inject: [LOCK_ENGINE, LOCK_MODULE_OPTIONS],
     },
     ...backendNames.map((name): Provider => ({
       provide: getLockBackendToken(name),

@@ -5,8 +5,7 @@ import { checkSignal, validateLockOptions } from '../core/settings/validation';
 import { copyOwnOptions, describe } from '../core/shared/options';
 import type { LockedOptions, LockOptions } from '../lock.interfaces';
 import { declareLocked, lockServiceFor } from '../lock-service.holder';
-
-type AnyMethod = (...args: never[]) => unknown;
+import { type AnyMethod, copyIdentity, describeMethod } from './method-identity';
 
 /**
  * Runs the decorated method under a distributed lock: acquired before, renewed during,
@@ -127,18 +126,4 @@ function namedError(err: unknown, where: string): unknown {
   return err instanceof LockConfigError && !err.where
     ? new LockConfigError(err.field, err.detail, where)
     : err;
-}
-
-/** Copies name, length and every reflect-metadata entry, so Nest's own decorators still see theirs. */
-function copyIdentity(from: AnyMethod, to: AnyMethod): void {
-  Object.defineProperty(to, 'name', { value: from.name, configurable: true });
-  Object.defineProperty(to, 'length', { value: from.length, configurable: true });
-  for (const metaKey of Reflect.getMetadataKeys(from)) {
-    Reflect.defineMetadata(metaKey, Reflect.getMetadata(metaKey, from), to);
-  }
-}
-
-function describeMethod(target: object, propertyKey: string | symbol): string {
-  const owner = typeof target === 'function' ? target.name : target.constructor?.name;
-  return `${owner ?? '?'}.${String(propertyKey)}`;
 }

@@ -44,6 +44,9 @@ describe('the built package', () => {
     const out = execFileSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
     expect(JSON.parse(out.trim())).toEqual([
       'InjectLockBackend',
+      'Leader',
+      'LeaderOnly',
+      'LeaderService',
       'LockAbortedError',
       'LockBackendError',
       'LockConfigError',

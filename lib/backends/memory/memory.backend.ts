@@ -10,55 +10,22 @@ import type {
   StoreLockInfo,
 } from '../../core/contract/lock-backend';
 import { permitsDisagreement } from '../../core/shared/permits-disagreement';
-
-/**
- * One holder of a key. It is also the grant handed to the engine (which reads `fence`,
- * `grantedAt` and `permit`): one object per grant, as when the grant was all there was.
- */
-interface Holder extends LockGrant {
-  readonly token: string;
-  readonly mode: LockMode;
-  readonly fence: number;
-  readonly permit: number;
-  readonly grantedAt: number;
-  expiresAt: number;
-}
-
-interface Waiter {
-  readonly token: string;
-  readonly ttlMs: number;
-  readonly mode: LockMode;
-  readonly resolve: (grant: LockGrant | null) => void;
-  readonly cleanup: () => void;
-}
-
-/** One key: its holders and its queue, flat in one object. */
-interface Entry {
-  /**
-   * The holders: one (a mutex, or a lone reader or slot; no array) or several (readers, or
-   * slots of a counted lock); `undefined` when free. May include holders whose lease ran out:
-   * every read checks `expiresAt`, and `settle` drops them.
-   */
-  holders: Holder | Holder[] | undefined;
-  /**
-   * `permits` every holder and waiter of the key asked for (they must agree); set by the
-   * first one while the key is idle (no live holder, no waiter).
-   */
-  permits: number;
-  /** FIFO of waiters; created by the first one. */
-  waiters: Waiter[] | undefined;
-  /**
-   * Hands the lock on when the earliest holder's lease runs out, armed only while someone waits
-   * for it: a holder nobody waits for expires by the clock alone (every read checks
-   * `expiresAt`), so an uncontended lock costs no timer (a timer per grant was a fifth of a
-   * memory cycle and ~230 bytes per held lock).
-   */
-  timer: NodeJS.Timeout | undefined;
-}
+import {
+  admits,
+  type Entry,
+  findHolder,
+  freeSlot,
+  hasWaiters,
+  type Holder,
+  isHeld,
+  liveHolders,
+  pruneExpired,
+  removeHolder,
+  type Waiter,
+} from './memory-entry';
 
 /** How often keys whose lease ran out with nobody waiting are forgotten. */
 const SWEEP_MS = 2_000;
-const NO_HOLDERS: readonly Holder[] = [];
 
 /**
  * In-process backend: a map of keys with ttl, FIFO hand-off to waiters, and one global fence
@@ -198,7 +165,7 @@ export class MemoryLockBackend implements LockBackend {
   async inspect(key: string): Promise<StoreLockInfo> {
     const entry = this.entries.get(key);
     const now = monotonicNow();
-    const live = entry === undefined ? NO_HOLDERS : liveHolders(entry, now);
+    const live = entry === undefined ? [] : liveHolders(entry, now);
     const waiting = entry?.waiters?.length ?? 0;
     if (live.length === 0) {
       // When free: the counter is shared by all keys, at or above this key's last fence.
@@ -215,6 +182,7 @@ export class MemoryLockBackend implements LockBackend {
       mode: live[0].mode,
       permits: entry!.permits,
       slots: live.map((h) => h.permit).sort((a, b) => a - b),
+      ...(entry!.permits === 1 && live[0].mode === 'exclusive' ? { owner: live[0].token } : {}),
     };
   }
 
@@ -338,87 +306,4 @@ export class MemoryLockBackend implements LockBackend {
       }
     }
   }
-}
-
-function hasWaiters(entry: Entry): boolean {
-  return entry.waiters !== undefined && entry.waiters.length > 0;
-}
-
-/**
- * Whether the key's holders (expired ones already dropped) let a request of `mode` in, under
- * the key's agreed `permits`: a free key admits anything; `shared` joins `shared` holders;
- * `exclusive` joins only the holders of a counted lock, while a slot is free.
- */
-function admits(entry: Entry, mode: LockMode): boolean {
-  const holders = entry.holders;
-  if (holders === undefined) return true;
-  const first = Array.isArray(holders) ? holders[0] : holders;
-  if (mode === 'shared') return first.mode === 'shared';
-  const count = Array.isArray(holders) ? holders.length : 1;
-  return first.mode === 'exclusive' && count < entry.permits;
-}
-
-/** The lowest slot no holder of a counted lock holds (the caller checked one is free). */
-function freeSlot(entry: Entry): number {
-  const holders = entry.holders!;
-  const used = new Set<number>();
-  if (Array.isArray(holders)) for (const h of holders) used.add(h.permit);
-  else used.add(holders.permit);
-  let slot = 0;
-  while (used.has(slot)) slot++;
-  return slot;
-}
-
-function findHolder(entry: Entry, token: string): Holder | undefined {
-  const holders = entry.holders;
-  if (holders === undefined) return undefined;
-  if (!Array.isArray(holders)) return holders.token === token ? holders : undefined;
-  return holders.find((h) => h.token === token);
-}
-
-function removeHolder(entry: Entry, holder: Holder): void {
-  const holders = entry.holders;
-  if (holders === holder) {
-    entry.holders = undefined;
-  } else if (Array.isArray(holders)) {
-    const i = holders.indexOf(holder);
-    if (i >= 0) holders.splice(i, 1);
-    collapse(entry, holders);
-  }
-}
-
-/** Drops holders whose lease ran out by `now`. */
-function pruneExpired(entry: Entry, now: number): void {
-  const holders = entry.holders;
-  if (holders === undefined) return;
-  if (!Array.isArray(holders)) {
-    if (now >= holders.expiresAt) entry.holders = undefined;
-    return;
-  }
-  let kept = 0;
-  for (const h of holders) if (now < h.expiresAt) holders[kept++] = h;
-  holders.length = kept;
-  collapse(entry, holders);
-}
-
-/** Back to no array for one holder or none (the common case stays array-free). */
-function collapse(entry: Entry, holders: Holder[]): void {
-  if (holders.length === 0) entry.holders = undefined;
-  else if (holders.length === 1) entry.holders = holders[0];
-}
-
-/** Whether a holder's lease has not run out by `now`. */
-function isHeld(entry: Entry, now: number): boolean {
-  const holders = entry.holders;
-  if (holders === undefined) return false;
-  if (!Array.isArray(holders)) return now < holders.expiresAt;
-  return holders.some((h) => now < h.expiresAt);
-}
-
-/** Holders whose lease has not run out by `now` (reads only). */
-function liveHolders(entry: Entry, now: number): readonly Holder[] {
-  const holders = entry.holders;
-  if (holders === undefined) return NO_HOLDERS;
-  if (!Array.isArray(holders)) return now < holders.expiresAt ? [holders] : NO_HOLDERS;
-  return holders.filter((h) => now < h.expiresAt);
 }

@@ -23,8 +23,9 @@ export async function forceReleaseKey(store: RedisStore, fullKey: string): Promi
 }
 
 /**
- * `StoreLockInfo` from an `INSPECT` reply: `{held, fence, pttl, waiting}` for a mutex or a free
- * key, going on with `holders, mode, permits, slot...` for shared or counted holders.
+ * `StoreLockInfo` from an `INSPECT` reply: `{held, fence, pttl, waiting}` for a free key, then
+ * the owner token for a mutex, or `holders, mode, permits, slot...` for shared or counted holders
+ * (at least one slot, so never five elements).
  */
 export function inspectInfo(reply: readonly unknown[]): StoreLockInfo {
   const [held, fence, left, waiting] = reply.slice(0, 4).map(Number);
@@ -36,6 +37,7 @@ export function inspectInfo(reply: readonly unknown[]): StoreLockInfo {
     holders: held === 1 ? 1 : 0,
   };
   if (reply.length <= 4) return info;
+  if (reply.length === 5) return { ...info, owner: String(reply[4]) };
   return {
     ...info,
     holders: Number(reply[4]),

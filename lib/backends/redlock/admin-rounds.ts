@@ -31,7 +31,7 @@ export async function releaseRound(
  * Held when a quorum of nodes hold the same token. `fence`: the holder's, from its tagged copies
  * (else the largest counter among the nodes that answered: the holder's, unless a grant failed
  * half-way on some node since, then a little higher, never lower); `remainingMs`: until fewer
- * than a quorum of copies remain. No queue, so no `waiting`.
+ * than a quorum of copies remain; `owner`: the holder's token. No queue, so no `waiting`.
  */
 export async function inspectRound(
   quorum: Quorum,
@@ -53,7 +53,13 @@ export async function inspectRound(
   const fence = fences.length > 0 ? Math.max(...fences) : last;
   // Copies expire one by one: the lock ends when the quorum-th longest-lived copy does.
   const lives = copies.map(([, pttl]) => Number(pttl)).sort((a, b) => b - a);
-  return { held: true, fence, remainingMs: Math.max(0, lives[quorum.size - 1]), holders: 1 };
+  return {
+    held: true,
+    fence,
+    remainingMs: Math.max(0, lives[quorum.size - 1]),
+    holders: 1,
+    owner: holder,
+  };
 }
 
 /**

@@ -82,6 +82,9 @@ export interface LockBackend {
   close(): Promise<void>;
 }
 
+/** The longest owner token a backend must store (a labelled one; plain tokens are 32). */
+export const MAX_TOKEN_LENGTH = 255;
+
 /** What a store can tell about one key (`LockBackend.inspect`). */
 export interface StoreLockInfo {
   /** Whether someone holds the key now. */
@@ -106,6 +109,12 @@ export interface StoreLockInfo {
   readonly permits?: number;
   /** Slots held now (`Lock.permit` of each holder), ascending; absent when free or unknown. */
   readonly slots?: readonly number[];
+  /**
+   * The owner token of the key's exclusive holder (a mutex), where the store keeps it; absent
+   * when free, shared or counted. Internal: the engine never shows it to users (a token is the
+   * right to release), only the label after its first `.` (see `GrantRequest.token`).
+   */
+  readonly owner?: string;
 }
 
 /**
@@ -122,7 +131,11 @@ export type GrantShape = Pick<GrantRequest, 'mode' | 'permits'>;
 export interface GrantRequest {
   /** The key, prefix included. */
   readonly key: string;
-  /** Owner token of this acquisition. */
+  /**
+   * Owner token of this acquisition: 32 hex digits, then optionally `.` and a label of
+   * base64url characters (at most {@link MAX_TOKEN_LENGTH} in all). A backend stores and
+   * compares it whole.
+   */
   readonly token: string;
   /** Lease asked for, in ms. */
   readonly ttlMs: number;

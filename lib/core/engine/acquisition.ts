@@ -71,7 +71,7 @@ export class Acquisition {
       }
     }
     const startedAt = monotonicNow();
-    const token = newOwnerToken();
+    const token = req.label === undefined ? newOwnerToken() : `${newOwnerToken()}.${req.label}`;
     const leases: Lease[] = [];
     try {
       for (const [key, fullKey] of req.keys) {

@@ -7,7 +7,7 @@ import type {
   LockInfo,
   LockMetrics,
 } from '../../lock.interfaces';
-import type { LockBackend } from '../contract/lock-backend';
+import type { LockBackend, StoreLockInfo } from '../contract/lock-backend';
 import type { LockSettings } from '../settings/module-options';
 import { validateKey } from '../settings/validation';
 import { checkDuration, checkOptions } from '../shared/options';
@@ -103,12 +103,19 @@ export class LockEngine {
     mode: 'try',
     backend?: string,
   ): Promise<LockHandle | null>;
-  acquire(keys: unknown, options: unknown, mode: 'wait', backend?: string): Promise<LockHandle>;
+  acquire(
+    keys: unknown,
+    options: unknown,
+    mode: 'wait',
+    backend?: string,
+    label?: string,
+  ): Promise<LockHandle>;
   acquire(
     keys: unknown,
     options: unknown,
     mode: 'try' | 'wait',
     defaultBackend?: string,
+    label?: string,
   ): Promise<LockHandle | null> {
     let request: LockRequest;
     try {
@@ -125,7 +132,7 @@ export class LockEngine {
       // the hot path has no extra promise hop.
       return Promise.reject(err);
     }
-    return this.acquisition.run(request, mode);
+    return this.acquisition.run(label === undefined ? request : { ...request, label }, mode);
   }
 
   /**
@@ -137,6 +144,15 @@ export class LockEngine {
     const backend = (options as { backend?: unknown } | undefined)?.backend;
     const name = this.backends.resolve(backend, defaultBackend);
     return this.backends.get(name).capabilities[feature] === true;
+  }
+
+  /**
+   * The backend `options.backend` names (else the module's default), with its name; no I/O,
+   * `LockConfigError` for an unknown one.
+   */
+  backendOf(options: { backend?: unknown } | undefined): { name: string; backend: LockBackend } {
+    const name = this.backends.resolve(options?.backend);
+    return { name, backend: this.backends.get(name) };
   }
 
   /**
@@ -189,6 +205,20 @@ export class LockEngine {
 
   /** What the store knows about `key`, and whether this process holds it. */
   async inspect(key: unknown, options: unknown, defaultBackend?: string): Promise<LockInfo> {
+    // The holder's token is the right to release: never shown.
+    const { owner: _owner, ...info } = await this.storeInfo(key, options, defaultBackend);
+    return info;
+  }
+
+  /**
+   * What the store knows about `key`, the exclusive holder's owner token included where the
+   * store keeps it (for the engine's own recipes: leadership reads who leads from its label).
+   */
+  async storeInfo(
+    key: unknown,
+    options: unknown,
+    defaultBackend?: string,
+  ): Promise<StoreLockInfo & { mine: boolean }> {
     const { backendName, backend, fullKey, k } = this.adminTarget(key, options, defaultBackend);
     if (!backend.inspect) throw this.unsupported(backendName, 'inspect');
     try {

@@ -23,6 +23,11 @@ export interface LockRequest {
   readonly mode: LockMode;
   /** Holders admitted per key (1: a mutex); the same for every key. */
   readonly permits: number;
+  /**
+   * Text the owner token carries after its random part (`<random>.<label>`), readable by
+   * anyone through the holder's token (leadership: who leads). Never from user options.
+   */
+  readonly label?: string;
 }
 
 /**

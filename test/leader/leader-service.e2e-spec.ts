@@ -1,0 +1,164 @@
+/**
+ * LeaderService as two instances of an application see it (two Nest apps in one process, each
+ * its own module and client, on the machine's Redis): one leads at a time, terms rise, resigning
+ * and shutting down hand over at once, `leader()` and `observe()` tell any instance who leads,
+ * and bad input is refused before any I/O.
+ */
+import 'reflect-metadata';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import { LeaderService } from '../../lib/leader/leader.service';
+import { LockConfigError } from '../../lib/errors/lock.errors';
+import type { LockModuleOptions } from '../../lib/lock.module-options';
+import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { within } from '../support/async';
+import { createLockApp, type LockTestApp } from '../support/lock-app';
+
+const apps: LockTestApp[] = [];
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((t) => t.close()));
+});
+
+/** One instance: an app named `id` on the machine's Redis under `prefix`. */
+async function instance(id: string, prefix: string, ttl = 3_000): Promise<LeaderService> {
+  const options: LockModuleOptions = {
+    backends: { main: { type: 'redis', url: MACHINE_REDIS_URL, restartGuard: false } },
+    keyPrefix: prefix,
+    defaults: { ttl },
+    leaderId: id,
+  };
+  const t = await createLockApp(options);
+  apps.push(t);
+  return t.app.get(LeaderService);
+}
+
+describe('LeaderService on Redis, two instances', () => {
+  it('one leads; the other waits, leads within a second of a resign, with a higher term', async () => {
+    const prefix = `leader-${randomUUID()}:`;
+    const a = await instance('a', prefix);
+    const b = await instance('b', prefix);
+    expect(a.id).toBe('a');
+
+    const first = await a.campaign('billing', { value: 'http://a:3000' });
+    expect(first.isLeader()).toBe(true);
+    expect(first.term).toBeGreaterThan(0);
+    expect(await b.leader('billing')).toEqual({
+      id: 'a',
+      value: 'http://a:3000',
+      term: first.term,
+    });
+    // The holder's token is the right to release: LockService.inspect never shows it.
+    const locks = apps[1].locks;
+    const info = await locks.inspect('nestjs-distributed-lock:leader:billing');
+    expect(info).toMatchObject({ held: true, fence: first.term, mine: false });
+    expect(info).not.toHaveProperty('owner');
+
+    const second = b.campaign('billing');
+    let bLeads = false;
+    void second.then(() => (bLeads = true));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(bLeads).toBe(false);
+
+    const resignedAt = performance.now();
+    await first.resign();
+    const next = await within(second, 1_000, 'the next candidate to lead');
+    expect(performance.now() - resignedAt).toBeLessThan(1_000);
+    expect(first.isLeader()).toBe(false);
+    expect(first.signal.aborted).toBe(true);
+    expect(next.isLeader()).toBe(true);
+    expect(next.term).toBeGreaterThan(first.term);
+    expect(await a.leader('billing')).toEqual({ id: 'b', term: next.term });
+
+    await expect(first.resign()).rejects.toMatchObject({ code: 'LOCK_CONFIG', field: 'resign' });
+    await next.resign();
+    expect(await a.leader('billing')).toBeNull();
+  });
+
+  it('shutting down the leader hands over within a second', async () => {
+    const prefix = `leader-${randomUUID()}:`;
+    const a = await instance('a', prefix);
+    const b = await instance('b', prefix);
+    const lead = await a.campaign('jobs');
+    const waiting = b.campaign('jobs');
+    const closedAt = performance.now();
+    await apps[0].close();
+    expect(lead.signal.aborted).toBe(true);
+    const next = await within(waiting, 1_000, 'the next candidate to lead');
+    expect(performance.now() - closedAt).toBeLessThan(1_000);
+    expect(next.term).toBeGreaterThan(lead.term);
+    await expect(a.campaign('jobs')).rejects.toMatchObject({ code: 'LOCK_SHUTTING_DOWN' });
+  });
+
+  it('observe() sees each leader in order, terms rising, and nobody after the last resign', async () => {
+    const prefix = `leader-${randomUUID()}:`;
+    const a = await instance('a', prefix);
+    const b = await instance('b', prefix);
+    const stop = new AbortController();
+    const seen: Array<string | null> = [];
+    const terms: number[] = [];
+    const watching = (async () => {
+      for await (const change of b.observe('report', { signal: stop.signal, interval: 50 })) {
+        seen.push(change?.id ?? null);
+        if (change) terms.push(change.term);
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 200));
+    const one = await a.campaign('report');
+    await new Promise((r) => setTimeout(r, 300));
+    const waiting = b.campaign('report');
+    await one.resign();
+    const two = await waiting;
+    await new Promise((r) => setTimeout(r, 300));
+    await two.resign();
+    await new Promise((r) => setTimeout(r, 300));
+    stop.abort();
+    await within(watching, 2_000, 'observe to end on its signal');
+    expect(seen).toEqual([null, 'a', 'b', null]);
+    expect(terms[1]).toBeGreaterThan(terms[0]);
+  });
+});
+
+describe('LeaderService: bad input, before any I/O', () => {
+  it('refuses names, ttl, values and options with LockConfigError naming the field', async () => {
+    const t = await createLockApp({ backends: { local: { type: 'memory' } } });
+    apps.push(t);
+    const leaders = t.app.get(LeaderService);
+    const refused = async (call: () => Promise<unknown>, field: string) => {
+      const error = await call().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(error).toBeInstanceOf(LockConfigError);
+      expect(error).toMatchObject({ field });
+    };
+    await refused(() => leaders.campaign(''), 'name');
+    await refused(() => leaders.campaign('x'.repeat(257)), 'name');
+    await refused(() => leaders.campaign(42 as never), 'name');
+    await refused(() => leaders.campaign('n', { ttl: 500 }), 'ttl');
+    await refused(() => leaders.campaign('n', { ttl: Number.NaN }), 'ttl');
+    await refused(() => leaders.campaign('n', { value: 'v'.repeat(257) }), 'value');
+    await refused(() => leaders.campaign('n', { value: '' }), 'value');
+    await refused(() => leaders.campaign('n', { backend: 'nope' }), 'backend');
+    await refused(() => leaders.campaign('n', { colour: 'red' } as never), 'options.colour');
+    await refused(() => leaders.leader(''), 'name');
+    expect(() => leaders.observe('')).toThrow(LockConfigError);
+    expect(() => leaders.observe('n', { interval: -1 })).toThrow(LockConfigError);
+    // Nothing was taken: the name is free.
+    expect(await leaders.leader('n')).toBeNull();
+  });
+
+  it('refuses a bad leaderId at bootstrap', async () => {
+    const failed = await createLockApp({
+      backends: { local: { type: 'memory' } },
+      leaderId: '',
+    }).then(
+      async (t) => {
+        await t.close();
+        return undefined;
+      },
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(LockConfigError);
+    expect(failed).toMatchObject({ field: 'leaderId' });
+  });
+});
