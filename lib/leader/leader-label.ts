@@ -1,3 +1,4 @@
+import { MAX_TOKEN_LENGTH } from '../core/contract/lock-backend';
 import { LockConfigError } from '../errors/lock.errors';
 import { describe } from '../core/shared/options';
 import type { LeaderInfo } from './leader.interfaces';
@@ -46,7 +47,16 @@ export function checkText(value: unknown, field: string, max: number): string {
  */
 export function encodeLabel(id: string, value: string | undefined): string {
   const json = JSON.stringify(value === undefined ? { i: id } : { i: id, v: value });
-  return Buffer.from(json, 'utf8').toString('base64url');
+  const label = Buffer.from(json, 'utf8').toString('base64url');
+  // The token is 32 hex digits, a '.' and the label.
+  if (label.length > MAX_TOKEN_LENGTH - 33) {
+    throw new LockConfigError(
+      'value',
+      `with the leader id, takes ${label.length} characters once encoded; at most ` +
+        `${MAX_TOKEN_LENGTH - 33} fit (use fewer non-ASCII characters)`,
+    );
+  }
+  return label;
 }
 
 /** The id and value in a holder's owner token; `undefined` for a token with no leader label. */

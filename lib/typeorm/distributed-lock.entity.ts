@@ -19,7 +19,7 @@ export class DistributedLockEntity {
   keyText!: string;
 
   /** Owner token of the current holder; `null` when free. */
-  @Column({ name: 'owner', type: 'varchar', length: 64, nullable: true })
+  @Column({ name: 'owner', type: 'varchar', length: 1024, nullable: true })
   owner!: string | null;
 
   /** Lease end in epoch ms (database clock); `null` when free. */

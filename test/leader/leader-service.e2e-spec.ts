@@ -1,38 +1,60 @@
 /**
  * LeaderService as two instances of an application see it (two Nest apps in one process, each
- * its own module and client, on the machine's Redis): one leads at a time, terms rise, resigning
- * and shutting down hand over at once, `leader()` and `observe()` tell any instance who leads,
- * and bad input is refused before any I/O.
+ * its own module and client) on every store backend: one leads at a time, terms rise, resigning
+ * and shutting down hand over within a second, `leader()` and `observe()` tell any instance who
+ * leads, and bad input is refused before any I/O.
  */
 import 'reflect-metadata';
-import { afterEach, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { LeaderService } from '../../lib/leader/leader.service';
 import { LockConfigError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
+import type { LockBackendConfig } from '../../lib/backends/backend-config';
 import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
+import { typeormTarget } from '../conformance/typeorm.targets';
 import { within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
+import { redlockSetup, type StoreSetup, zookeeperStandaloneSetup } from '../support/store-setups';
 
 const apps: LockTestApp[] = [];
 afterEach(async () => {
   await Promise.all(apps.splice(0).map((t) => t.close()));
 });
 
-/** One instance: an app named `id` on the machine's Redis under `prefix`. */
-async function instance(id: string, prefix: string, ttl = 3_000): Promise<LeaderService> {
-  const options: LockModuleOptions = {
-    backends: { main: { type: 'redis', url: MACHINE_REDIS_URL, restartGuard: false } },
-    keyPrefix: prefix,
-    defaults: { ttl },
-    leaderId: id,
-  };
-  const t = await createLockApp(options);
-  apps.push(t);
-  return t.app.get(LeaderService);
-}
+/** Every store backend whose holder `leader()` can name, each on a store of its own or shared. */
+const TARGETS: Array<[string, () => Promise<StoreSetup>]> = [
+  [
+    'redis',
+    async () => ({ config: { type: 'redis', url: MACHINE_REDIS_URL, restartGuard: false } }),
+  ],
+  ['redlock', redlockSetup],
+  ['zookeeper', zookeeperStandaloneSetup],
+  ['typeorm table on postgres', () => typeormTarget('postgres', 'table').setup('leader')],
+  ['typeorm table on mariadb', () => typeormTarget('mariadb', 'table').setup('leader')],
+  ['typeorm table on sqlite', () => typeormTarget('sqlite', 'table').setup('leader')],
+];
 
-describe('LeaderService on Redis, two instances', () => {
+describe.each(TARGETS)('LeaderService on %s, two instances', (_name, setup) => {
+  let store: StoreSetup;
+  beforeAll(async () => {
+    store = await setup();
+  }, 60_000);
+  afterAll(() => store?.teardown?.());
+
+  /** One instance: an app named `id` on the target's store under `prefix`. */
+  async function instance(id: string, prefix: string): Promise<LeaderService> {
+    const options: LockModuleOptions = {
+      backends: { main: store.config as LockBackendConfig },
+      keyPrefix: prefix,
+      defaults: { ttl: 3_000 },
+      leaderId: id,
+    };
+    const t = await createLockApp(options);
+    apps.push(t);
+    return t.app.get(LeaderService);
+  }
+
   it('one leads; the other waits, leads within a second of a resign, with a higher term', async () => {
     const prefix = `leader-${randomUUID()}:`;
     const a = await instance('a', prefix);
@@ -113,7 +135,11 @@ describe('LeaderService on Redis, two instances', () => {
     await new Promise((r) => setTimeout(r, 300));
     stop.abort();
     await within(watching, 2_000, 'observe to end on its signal');
-    expect(seen).toEqual([null, 'a', 'b', null]);
+    // Nobody leads before, nor after the last resign; between the two leaders a poll may catch
+    // the instant of the hand-over when nobody does.
+    expect([seen[0], seen.at(-1)]).toEqual([null, null]);
+    expect(seen.filter((id) => id !== null)).toEqual(['a', 'b']);
+    expect(seen.length).toBeLessThanOrEqual(5);
     expect(terms[1]).toBeGreaterThan(terms[0]);
   });
 });

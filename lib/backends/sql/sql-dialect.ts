@@ -139,9 +139,9 @@ export class SqlDialect {
   createTable(table: string): string {
     switch (this.family) {
       case 'postgres':
-        return `CREATE TABLE IF NOT EXISTS ${table} (lock_key CHAR(64) PRIMARY KEY, key_text TEXT NOT NULL, owner VARCHAR(64) NULL, expires_at BIGINT NULL, fence BIGINT NOT NULL DEFAULT 0)`;
+        return `CREATE TABLE IF NOT EXISTS ${table} (lock_key CHAR(64) PRIMARY KEY, key_text TEXT NOT NULL, owner VARCHAR(1024) NULL, expires_at BIGINT NULL, fence BIGINT NOT NULL DEFAULT 0)`;
       case 'mysql':
-        return `CREATE TABLE IF NOT EXISTS ${table} (lock_key CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, key_text MEDIUMTEXT NOT NULL, owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL, expires_at BIGINT NULL, fence BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB`;
+        return `CREATE TABLE IF NOT EXISTS ${table} (lock_key CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, key_text MEDIUMTEXT NOT NULL, owner VARCHAR(1024) CHARACTER SET ascii COLLATE ascii_bin NULL, expires_at BIGINT NULL, fence BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB`;
       case 'sqlite':
         return `CREATE TABLE IF NOT EXISTS ${table} (lock_key TEXT NOT NULL PRIMARY KEY, key_text TEXT NOT NULL, owner TEXT NULL, expires_at INTEGER NULL, fence INTEGER NOT NULL DEFAULT 0)`;
     }

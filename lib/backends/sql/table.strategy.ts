@@ -157,7 +157,15 @@ export class TableStrategy implements LeaseStrategy {
           const marker = markerOf(row.owner);
           // Held shared or counted: the holder rows say who and how many.
           if (marker) return inspectHolders(db, key, marker, remainingMs);
-          return { held: true, fence: Number(row.fence), remainingMs, holders: 1 };
+          // SQLite tags the token with the boot (`<boot>/<token>`); a token holds no '/'.
+          const owner = String(row.owner);
+          return {
+            held: true,
+            fence: Number(row.fence),
+            remainingMs,
+            holders: 1,
+            owner: owner.slice(owner.lastIndexOf('/') + 1),
+          };
         }
         keyFence = Number(row.fence);
       } else if (stored === bucket) bucketFence = Number(row.fence);

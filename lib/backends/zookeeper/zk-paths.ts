@@ -63,6 +63,11 @@ export function tokenPrefix(token: string): string {
   return `_c_${token}-`;
 }
 
+/** The token of a mutex's lock node (`_c_<token>-lock-<sequence>`). */
+export function mutexTokenOf(name: string): string {
+  return name.slice(3, name.length - '-lock-'.length - 10);
+}
+
 /** Sequence number of a lock node name (the 10-digit suffix ZooKeeper appends). */
 export function sequenceOf(name: string): number {
   return Number(name.slice(-10));

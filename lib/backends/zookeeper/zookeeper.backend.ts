@@ -19,6 +19,7 @@ import {
   kindOf,
   kindOfRequest,
   MUTEX,
+  mutexTokenOf,
   nodePrefix,
   slotName,
   slotOf,
@@ -380,6 +381,7 @@ export class ZookeeperLockBackend implements LockBackend {
           mode: view.mode,
           permits: view.permits,
           slots,
+          ...(view.mode === 'exclusive' && !counted ? { owner: mutexTokenOf(nodes[0]) } : {}),
         };
       }
       // A holder left between the two reads: read the queue again.

@@ -83,7 +83,7 @@ export interface LockBackend {
 }
 
 /** The longest owner token a backend must store (a labelled one; plain tokens are 32). */
-export const MAX_TOKEN_LENGTH = 255;
+export const MAX_TOKEN_LENGTH = 1024;
 
 /** What a store can tell about one key (`LockBackend.inspect`). */
 export interface StoreLockInfo {
