@@ -134,6 +134,10 @@ export class LeaderService {
   static checkDecoratorOptions(options: unknown): LeaderDecoratorOptions {
     const opts = checkOptions(options, DECORATOR_KEYS, 'options');
     if (opts.value !== undefined) checkText(opts.value, 'value', MAX_LEADER_VALUE);
+    if (opts.ttl !== undefined) checkDuration(opts.ttl, 'ttl');
+    if (opts.backend !== undefined && typeof opts.backend !== 'string') {
+      throw new LockConfigError('backend', 'must be the name of a configured backend');
+    }
     return opts as LeaderDecoratorOptions;
   }
 
