@@ -10,6 +10,7 @@ import {
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, ModuleRef } from '@nestjs/core';
 import { BACKEND_TYPES } from './backends/backend-types';
+import type { BackendTypes } from './core/contract/backend-factory';
 import { LockEngine } from './core/engine/lock-engine';
 import { LockConfigError } from './errors/lock.errors';
 import { buildLockRuntime } from './core/settings/module-options';
@@ -66,12 +67,22 @@ export class LockModule
     // prototype): copy them first, refusing what cannot be copied, with LockConfigError.
     const copy = copyOwnOptions(options, 'options', '') as unknown as typeof LOCK_OPTIONS_TYPE;
     const backends = readOption('backends', () => Object.keys(copy.backends ?? {}));
-    return withProviders(super.forRoot(copy), backends);
+    return withProviders(super.forRoot(copy), backends, BACKEND_TYPES);
+  }
+
+  /**
+   * @internal `forRoot` on backend types of the caller's own (the testing kit puts every
+   * backend on its memory store this way).
+   */
+  static forRootWithTypes(options: typeof LOCK_OPTIONS_TYPE, types: BackendTypes): DynamicModule {
+    const copy = copyOwnOptions(options, 'options', '') as unknown as typeof LOCK_OPTIONS_TYPE;
+    const backends = readOption('backends', () => Object.keys(copy.backends ?? {}));
+    return withProviders(super.forRoot(copy), backends, types);
   }
 
   /** Configures the module from a factory, class or existing provider. */
   static override forRootAsync(options: typeof LOCK_ASYNC_OPTIONS_TYPE): DynamicModule {
-    return withProviders(super.forRootAsync(options), options.backendNames ?? []);
+    return withProviders(super.forRootAsync(options), options.backendNames ?? [], BACKEND_TYPES);
   }
 
   /**
@@ -157,7 +168,11 @@ export class LockModule
  * modules when the application is created, after every class is defined), so backend names
  * requested with `@InjectLockBackend` are included whatever the order of imports.
  */
-function withProviders(base: DynamicModule, names: readonly string[]): DynamicModule {
+function withProviders(
+  base: DynamicModule,
+  names: readonly string[],
+  types: BackendTypes,
+): DynamicModule {
   const backendNames = (): string[] => [...new Set([...names, ...requestedBackendNames()])];
   const module: DynamicModule = {
     ...base,
@@ -167,7 +182,10 @@ function withProviders(base: DynamicModule, names: readonly string[]): DynamicMo
   Object.defineProperties(module, {
     providers: {
       enumerable: true,
-      get: (): Provider[] => [...(base.providers ?? []), ...providers(names, backendNames())],
+      get: (): Provider[] => [
+        ...(base.providers ?? []),
+        ...providers(names, backendNames(), types),
+      ],
     },
     exports: {
       enumerable: true,
@@ -184,7 +202,11 @@ function withProviders(base: DynamicModule, names: readonly string[]): DynamicMo
 }
 
 /** The engine, the services (default and per backend) and the HTTP mapping. */
-function providers(configured: readonly string[], backendNames: readonly string[]): Provider[] {
+function providers(
+  configured: readonly string[],
+  backendNames: readonly string[],
+  types: BackendTypes,
+): Provider[] {
   return [
     {
       // Validated first (the engine depends on it), so a bad status fails before any I/O.
@@ -196,7 +218,7 @@ function providers(configured: readonly string[], backendNames: readonly string[
       provide: LOCK_ENGINE,
       useFactory: async (options: unknown, moduleRef: ModuleRef) => {
         const { settings, backends } = await buildLockRuntime(options, {
-          types: BACKEND_TYPES,
+          types,
           // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
           resolve: (token) => moduleRef.get(token as string, { strict: false }),
           foreignKeys: [...HTTP_OPTION_KEYS, ...LEADER_OPTION_KEYS],

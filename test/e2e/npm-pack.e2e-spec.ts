@@ -40,6 +40,7 @@ const SUBPATH_PEERS: Readonly<Record<string, readonly string[]>> = {
   '.': [],
   './typeorm': ['typeorm'],
   './terminus': ['@nestjs/terminus'],
+  './testing': [],
 };
 
 /** runCommand with positional arguments, as every call here uses them. */

@@ -173,6 +173,18 @@ export class LockEngine {
     return this.context.current();
   }
 
+  /**
+   * Whether a scope of this async context holds `key` (as the user gave it) now, on any
+   * backend; without a key, whether it holds any lock.
+   */
+  holdsInScope(key?: string): boolean {
+    if (key === undefined) return this.current()?.isHeld() ?? false;
+    const fullKey = this.settings.keyPrefix + key;
+    return this.backends
+      .names()
+      .some((name) => this.context.find(name, fullKey)?.isHeld() === true);
+  }
+
   /** Whether anyone holds `key` on the backend. */
   async isLocked(key: unknown, options: unknown, defaultBackend?: string): Promise<boolean> {
     const { backendName, backend, fullKey, k } = this.adminTarget(key, options, defaultBackend);
