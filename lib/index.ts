@@ -21,6 +21,7 @@ export type {
   OnLeadershipGranted,
   OnLeadershipRevoked,
 } from './leader/leader.interfaces';
+export type { LeaderStatus } from './leader/leader-status';
 export {
   LockError,
   LockNotAcquiredError,

@@ -6,6 +6,7 @@ import { checkDuration, checkOptions } from '../core/shared/options';
 import { LockConfigError, LockShuttingDownError } from '../errors/lock.errors';
 import { Elector, type ElectorHooks, sleep } from './elector';
 import { HeldLeadership } from './held-leadership';
+import { LeaderStatuses, type LeaderStatus } from './leader-status';
 import { checkText, decodeOwner, encodeLabel, leaderKey, MAX_LEADER_VALUE } from './leader-label';
 import type {
   CampaignOptions,
@@ -35,6 +36,7 @@ export class LeaderService {
   private readonly electors = new Map<string, Elector>();
   private readonly closing = new AbortController();
   private readonly logger = new Logger('LeaderService');
+  private readonly statuses = new LeaderStatuses();
 
   /** Built by `LockModule` (inject it); not constructed by users. */
   private constructor(
@@ -63,6 +65,7 @@ export class LeaderService {
     if (this.closing.signal.aborted) {
       throw new LockShuttingDownError(this.engine.backendOf(opts).name, 'no new campaigns');
     }
+    this.statuses.campaigning(name);
     const lock = await this.engine.acquire(
       key,
       lockOptions,
@@ -71,8 +74,10 @@ export class LeaderService {
       encodeLabel(this.id, value),
     );
     const leadership = new HeldLeadership(name, lock, (ended) => {
+      this.statuses.ended(ended);
       this.logger.log(`"${name}": term ${ended.term} ended on ${ended.backend}`);
     });
+    if (leadership.isLeader()) this.statuses.granted(leadership);
     this.logger.log(`"${name}": leading, term ${leadership.term} on ${leadership.backend}`);
     return leadership;
   }
@@ -112,6 +117,20 @@ export class LeaderService {
     this.engine.backendOf(query);
     const stop = signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal;
     return this.changes(name, query, interval, stop);
+  }
+
+  /**
+   * Where this instance stands for each name it campaigned for (or only `name`): leader or
+   * follower, the term and since when while leading, and how often that changed. No I/O.
+   */
+  status(): LeaderStatus[];
+  status(name: string): LeaderStatus;
+  status(name?: string): LeaderStatus | LeaderStatus[] {
+    if (name !== undefined) {
+      leaderKey(name);
+      return this.statuses.of(name);
+    }
+    return this.statuses.names().map((n) => this.statuses.of(n));
   }
 
   /** @internal The elector of `name` for `@LeaderOnly`/`@Leader`, started on first use. */

@@ -4,3 +4,4 @@
  */
 export { LockHealthIndicator, type LockHealthCheckOptions } from './lock-health.indicator';
 export { LockHealthModule } from './lock-health.module';
+export { LeaderHealthIndicator, type LeaderHealthCheckOptions } from './leader-health.indicator';
