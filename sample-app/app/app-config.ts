@@ -29,8 +29,8 @@ export type DeductMode = (typeof DEDUCT_MODES)[number];
 export interface ReportConfig {
   /** Cron expression (6 fields with seconds, or 5), validated. */
   schedule: string;
-  /** How long the report's lock stays taken after a run starts, shorter than the interval. */
-  lockAtLeastForMs: number;
+  /** Lease of the report's leadership: how long a crashed leader's ticks go unrun at most. */
+  leaderTtlMs: number;
   /** File to append one JSON line per run to, or `null`. */
   runsFile: string | null;
 }
@@ -255,32 +255,19 @@ function database(env: Env, kind: StoreKind): DatabaseConfig {
   };
 }
 
-/** Longest default lockAtLeastFor: beyond any plausible clock skew between replicas. */
-const MAX_DEFAULT_LOCK_AT_LEAST_FOR_MS = 30_000;
-
 function report(env: Env): ReportConfig | null {
   const schedule = (env.REPORT_CRON ?? '').trim();
   // Opt-in: a job firing by itself would add lock acquisitions and output to every run of the
   // app (the demo, tests counting lock events), not only to those that want a report.
   if (schedule === '' || schedule.toLowerCase() === 'off') return null;
-  let intervalMs: number;
   try {
-    intervalMs = shortestIntervalMs(schedule);
+    shortestIntervalMs(schedule);
   } catch (err) {
     throw new ConfigError('REPORT_CRON', `not a cron expression: ${(err as Error).message}`);
   }
-  // Half the interval: covers clock skew and late timers, and leaves the other half for the
-  // lock to be free again before the next tick.
-  const fallback = Math.min(Math.floor(intervalMs / 2), MAX_DEFAULT_LOCK_AT_LEAST_FOR_MS);
-  const lockAtLeastForMs = integer(env, 'REPORT_LOCK_AT_LEAST_FOR_MS', fallback, 0, 3_600_000);
-  if (lockAtLeastForMs >= intervalMs) {
-    // Still taken at the next tick, the lock would make every replica skip it.
-    throw new ConfigError(
-      'REPORT_LOCK_AT_LEAST_FOR_MS',
-      `must be shorter than REPORT_CRON's interval (${intervalMs} ms), got "${lockAtLeastForMs}"`,
-    );
-  }
-  return { schedule, lockAtLeastForMs, runsFile: env.REPORT_RUNS_FILE || null };
+  // A leader that crashed leaves the ticks unrun until its lease runs out: 5 s by default.
+  const leaderTtlMs = integer(env, 'REPORT_LEADER_TTL_MS', 5_000, 2_000, 600_000);
+  return { schedule, leaderTtlMs, runsFile: env.REPORT_RUNS_FILE || null };
 }
 
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {

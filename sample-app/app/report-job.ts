@@ -1,29 +1,27 @@
 /**
  * The scheduled stock report: every REPORT_CRON tick, count the products and orders in the
  * store, log one line and (with REPORT_RUNS_FILE) record the run. Every replica schedules it,
- * yet each tick runs on one replica only:
+ * yet each tick runs on one replica only, the same one every tick:
  *
- * - `@Locked('report-job', { onBusy: 'skip' })`: the replicas' timers fire at the same wall
- *   clock second; the first to take the lock runs the report, the others find it busy and skip
- *   the tick without waiting (`onBusy: 'skip'` implies `waitTimeout: 0`).
- * - `lockAtLeastFor`: the report takes milliseconds. Released at once, a replica whose clock is
- *   a little behind, or whose timer fires a little late, would find the lock free and run the
- *   same tick again. Keeping the lock taken for REPORT_LOCK_AT_LEAST_FOR_MS after the start
- *   absorbs that skew; it must stay shorter than the schedule's interval, or the next tick
- *   would find it still taken (app-config.ts enforces that).
+ * - `@LeaderOnly('report')`: the replicas campaign for the name `report` from bootstrap; the
+ *   one that leads runs every tick, the others' ticks resolve without running. Leadership is
+ *   sticky, so no clock skew between replicas can make a tick run twice.
+ * - If the leader crashes, another replica leads once its lease (REPORT_LEADER_TTL_MS) has run
+ *   out and runs the ticks from then on; if it shuts down, the next leads at once. Each run
+ *   records the term it ran under (strictly rising from leader to leader).
  */
 import { type DynamicModule, Injectable, Module, type Type } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
-import { Locked, LockService } from '../../lib/index';
+import { LeaderOnly, LeaderService } from '../../lib/index';
 import type { ReportConfig } from './app-config';
 import { OrderEntry } from './order.entity';
 import { Product } from './product.entity';
 import { appendReportRun, type ReportRun } from './report-runs';
 import { tickOf } from './report-schedule';
 
-/** Lock key of the report (the app's key prefix makes it `inventory:report-job`). */
-export const REPORT_LOCK_KEY = 'report-job';
+/** Leadership name of the report (its lock sits under the app's key prefix). */
+export const REPORT_LEADERSHIP = 'report';
 
 /**
  * Builds the report job's provider class for this configuration. Decorator arguments are
@@ -36,15 +34,15 @@ export function reportJobClass(report: ReportConfig): Type<unknown> {
   class ReportJob {
     constructor(
       private readonly dataSource: DataSource,
-      private readonly locks: LockService,
+      private readonly leaders: LeaderService,
     ) {}
 
     /**
-     * One report. Failures (store or lock store unreachable) are logged by the scheduler and
-     * the next tick tries again; a tick that finds the lock busy resolves without running.
+     * One report, on the leader. Failures (the product store unreachable) are logged by the
+     * scheduler and the next tick tries again.
      */
-    @Cron(report.schedule, { name: REPORT_LOCK_KEY })
-    @Locked(REPORT_LOCK_KEY, { onBusy: 'skip', lockAtLeastFor: report.lockAtLeastForMs })
+    @Cron(report.schedule, { name: 'report-job' })
+    @LeaderOnly(REPORT_LEADERSHIP, { ttl: report.leaderTtlMs })
     async run(): Promise<void> {
       const startedAt = Date.now();
       const [products, orders] = await Promise.all([
@@ -55,7 +53,7 @@ export function reportJobClass(report: ReportConfig): Type<unknown> {
         tick: new Date(tickOf(startedAt)).toISOString(),
         startedAt,
         pid: process.pid,
-        fence: this.locks.current()?.fence ?? null,
+        term: this.leaders.status(REPORT_LEADERSHIP).term ?? null,
         products,
         orders,
       };
@@ -63,7 +61,7 @@ export function reportJobClass(report: ReportConfig): Type<unknown> {
       // console, not Nest's Logger: main.ts keeps the Logger to warnings and errors, and this
       // line is the job's visible output, like the startup line.
       console.log(
-        `Report ${run.tick}: ${products} products, ${orders} orders (pid ${run.pid}, fence ${run.fence})`,
+        `Report ${run.tick}: ${products} products, ${orders} orders (pid ${run.pid}, term ${run.term})`,
       );
     }
   }

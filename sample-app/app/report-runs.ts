@@ -13,12 +13,12 @@ import { appendFile } from 'node:fs/promises';
 export interface ReportRun {
   /** The tick it ran for: its scheduled fire time, ISO 8601 (see `tickOf`). */
   tick: string;
-  /** When the run started (ms since the epoch), just after its lock was granted. */
+  /** When the run started (ms since the epoch), on the leader. */
   startedAt: number;
   /** The app process that ran it. */
   pid: number;
-  /** Fence of the lock it ran under (strictly increasing across grants on one store). */
-  fence: number | null;
+  /** The leadership term it ran under (strictly rising from one leader to the next). */
+  term: number | null;
   /** Products in the store. */
   products: number;
   /** Orders in the ledger. */

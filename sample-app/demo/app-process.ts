@@ -24,6 +24,8 @@ export interface AppProcess {
   thaw(): void;
   /** SIGTERM (graceful: locks released, connections closed), SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
+  /** SIGKILL: the process dies at once, releasing nothing (a crash); resolves once it exited. */
+  crash(): Promise<void>;
 }
 
 /**
@@ -62,7 +64,7 @@ export const CLEAN_APP_ENV: Readonly<Record<string, string>> = Object.fromEntrie
     'PAYMENT_LATENCY_MS',
     'TABLE_PREFIX',
     'REPORT_CRON',
-    'REPORT_LOCK_AT_LEAST_FOR_MS',
+    'REPORT_LEADER_TTL_MS',
     'REPORT_RUNS_FILE',
   ].map((name) => [name, '']),
 );
@@ -160,6 +162,10 @@ function handle(
     thaw: () => void child.kill('SIGCONT'),
     stop: async (graceMs?: number) => {
       await stopChild(child, graceMs);
+      await exited;
+    },
+    crash: async () => {
+      child.kill('SIGKILL');
       await exited;
     },
   };

@@ -9,6 +9,8 @@
  * Then, on fresh processes, shared and counted locks (sharing-phase.ts): price reads under a
  * shared lock never see a half-done re-price yet overlap each other, and a payment provider
  * with a limit of N concurrent calls gets exactly N at once under a lock with `permits: N`.
+ * Last, leadership (leader-phase.ts): a report scheduled every second on 2 processes runs on the
+ * leader only; the leader is killed and the other process takes over under a higher term.
  * Exits 0 only if the locked runs oversold nothing, the unlocked run did oversell, and the
  * sharing step measured what it should.
  * Other lock stores: the app's environment variables pass through (e.g. LOCK_BACKEND=redis).
@@ -27,6 +29,13 @@ import {
   type SharingOutcome,
 } from './sharing-phase';
 import { renderTable } from './verdict-table';
+import {
+  explainLeader,
+  LEADER_INTRO,
+  leaderTable,
+  runLeaderStep,
+  type LeaderOutcome,
+} from './leader-phase';
 
 const PROCESSES = 3;
 const INITIAL_STOCK = 50;
@@ -97,13 +106,17 @@ async function main(): Promise<number> {
   console.log(
     `${ORDERS} concurrent orders of 1 unit for a SKU with ${INITIAL_STOCK} in stock, spread over ` +
       `${PROCESSES} app processes (${IN_FLIGHT_PER_PROCESS} in flight each), ${where}; ` +
-      `each order works ${WORK_MS} ms between reading and writing the stock.\n${SHARING_INTRO}\n`,
+      `each order works ${WORK_MS} ms between reading and writing the stock.\n${SHARING_INTRO}\n` +
+      `${LEADER_INTRO}\n`,
   );
   const outcomes: Outcome[] = [];
   for (const scenario of SCENARIOS) outcomes.push(await run(scenario));
   const sharing = await runSharingStep(PROCESSES, appEnv({}));
-  console.log(`\n${verdictTable(outcomes)}\n\n${sharingTable(sharing)}\n`);
-  return explain(outcomes, sharing);
+  const leadership = await runLeaderStep(dir, appEnv({}));
+  console.log(
+    `\n${verdictTable(outcomes)}\n\n${sharingTable(sharing)}\n\n${leaderTable(leadership)}\n`,
+  );
+  return explain(outcomes, sharing, leadership);
 }
 
 /** Every app's environment: the demo's store file and work time, then the scenario's own. */
@@ -193,7 +206,11 @@ function verdictTable(outcomes: readonly Outcome[]): string {
 }
 
 /** Prints what the table means; returns the exit code. */
-function explain(outcomes: readonly Outcome[], sharing: SharingOutcome): number {
+function explain(
+  outcomes: readonly Outcome[],
+  sharing: SharingOutcome,
+  leadership: LeaderOutcome,
+): number {
   const [locked, unlocked, optimistic, segmented] = outcomes;
   const exact = (o: Outcome): boolean =>
     oversold(o) === 0 &&
@@ -218,17 +235,21 @@ function explain(outcomes: readonly Outcome[], sharing: SharingOutcome): number 
   );
   const shared = explainSharing(sharing);
   lines.push(...shared.lines);
+  const led = explainLeader(leadership);
+  lines.push(...led.lines);
   const protectedOk = outcomes.filter((o) => o.scenario.safe).every(exact);
   const unlockedOversold = oversold(unlocked) > 0;
-  const pass = protectedOk && unlockedOversold && shared.pass;
+  const pass = protectedOk && unlockedOversold && shared.pass && led.pass;
   lines.push(
     '',
     pass
       ? 'VERDICT: PASS. The lock held across processes (oversold 0) and the same load without it oversold; ' +
-          'shared reads were never torn, and the provider got exactly its limit of calls at once.'
+          'shared reads were never torn, the provider got exactly its limit of calls at once, ' +
+          'and the report ran on one leader per tick, then on the other after the leader was killed.'
       : `VERDICT: FAIL. ${protectedOk ? '' : 'A protected run oversold or lost an update. '}` +
           `${unlockedOversold ? '' : 'The unlocked run did not oversell, so this run proved nothing. '}` +
-          `${shared.pass ? '' : 'The sharing step failed (see above).'}`,
+          `${shared.pass ? '' : 'The sharing step failed (see above). '}` +
+          `${led.pass ? '' : 'The leadership step failed (see above).'}`,
   );
   console.log(lines.join('\n'));
   return pass ? 0 : 1;

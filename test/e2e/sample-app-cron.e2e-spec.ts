@@ -1,10 +1,12 @@
-// The sample app's scheduled report (sample-app/app/report-job.ts: @Cron + @Locked with
-// onBusy 'skip' and lockAtLeastFor) in two real app processes firing every second: with one
-// shared lock store each tick runs exactly once between them, never twice and never on
-// neither. The control runs the same two processes each on its own in-process lock store, and
-// every tick then runs twice: the assertions would catch a lock that did not exclude.
-// Evidence is the runs file both processes append to (one JSON line per run, with the tick it
-// ran for and its pid), read after they have stopped, so nothing depends on stdout ordering.
+// The sample app's scheduled report (sample-app/app/report-job.ts: @Cron + @LeaderOnly) in two
+// real app processes firing every second: with one shared lock store each tick runs exactly
+// once between them, always on the same process while it leads; when that process crashes the
+// other leads within the leadership's lease plus a second and runs every tick from then on,
+// under a higher term. The control runs the same two processes each on its own in-process lock
+// store, and every tick then runs twice: the assertions would catch a leadership that did not
+// exclude. Evidence is the runs file both processes append to (one JSON line per run, with the
+// tick it ran for, its pid and term), read after they have stopped, so nothing depends on
+// stdout ordering.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { dirname, join } from 'node:path';
 import {
@@ -20,20 +22,11 @@ import { startRedisNode, type RedisNode } from '../../servers/redis-servers';
 
 const TICK_MS = 1_000;
 const EVERY_SECOND = '* * * * * *';
-/**
- * Half the tick: long enough that a replica firing up to 500 ms late finds the tick's lock
- * still taken, short enough that the lock is free again when the next tick fires.
- */
-const LOCK_AT_LEAST_FOR_MS = 500;
+/** The report leadership's lease: how long a crashed leader's ticks can go unrun. */
+const LEADER_TTL_MS = 2_000;
 const PROBE_EVERY_MS = 250;
-/**
- * The late replica: frozen (SIGSTOP) from this long before one tick until this long after it,
- * its timer fires that late, after the other replica has long finished the tick's report. Only
- * lockAtLeastFor still keeps it from running the tick a second time. The thaw leaves 350 ms
- * (of the 500) for this test process's own timers to be late on a loaded machine.
- */
-const FREEZE_BEFORE_TICK_MS = 250;
-const THAW_AFTER_TICK_MS = 150;
+/** When, into the shared window, its leader is crashed. */
+const CRASH_AFTER_MS = 3_500;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -51,8 +44,8 @@ interface Observed {
   probeRounds: number;
   /** Each process's output after it stopped, by pid. */
   outputs: Map<number, string>;
-  /** With `lateReplica`: the tick the last app was frozen across, and when it actually was. */
-  late?: { tick: number; pid: number; frozenAt: number; thawedAt: number };
+  /** With `crashLeader`: the leader's pid and when it was killed. */
+  crash?: { pid: number; at: number };
 }
 
 /**
@@ -63,7 +56,7 @@ interface Observed {
 async function observe(
   envs: ReadonlyArray<Record<string, string>>,
   windowMs: number,
-  lateReplica = false,
+  crashLeader = false,
 ): Promise<Observed> {
   const sqlite = tempSqliteFile();
   const runsFile = join(dirname(sqlite.file), 'report-runs.jsonl');
@@ -71,7 +64,7 @@ async function observe(
     ...CLEAN_APP_ENV,
     SQLITE_FILE: sqlite.file,
     REPORT_CRON: EVERY_SECOND,
-    REPORT_LOCK_AT_LEAST_FOR_MS: String(LOCK_AT_LEAST_FOR_MS),
+    REPORT_LEADER_TTL_MS: String(LEADER_TTL_MS),
     REPORT_RUNS_FILE: runsFile,
   };
   const started = await Promise.allSettled(
@@ -83,12 +76,10 @@ async function observe(
     if (failed) throw failed.reason;
     // Both have scheduled the job by now: Nest mounts @Cron jobs before it starts listening.
     const windowStart = Date.now();
-    const [{ failures, rounds }, late] = await Promise.all([
-      probeUntil(apps, windowStart + windowMs),
-      // A tick well inside the window (the first counted one is a tick earlier).
-      lateReplica
-        ? makeLate(apps[apps.length - 1], Math.ceil(windowStart / TICK_MS) * TICK_MS + 2 * TICK_MS)
-        : undefined,
+    const alive = new Set(apps);
+    const [{ failures, rounds }, crash] = await Promise.all([
+      probeUntil(alive, windowStart + windowMs),
+      crashLeader ? crashTheLeader(alive, runsFile, windowStart + CRASH_AFTER_MS) : undefined,
     ]);
     const windowEnd = Date.now();
     await Promise.all(apps.map((app) => app.stop()));
@@ -105,7 +96,7 @@ async function observe(
       probeFailures: failures,
       probeRounds: rounds,
       outputs: new Map(apps.map((app) => [app.pid, app.output()])),
-      late,
+      crash,
     };
   } finally {
     await Promise.all(apps.map((app) => app.stop()));
@@ -118,19 +109,20 @@ async function observe(
  * process is alive and serving. Returns what did not answer 404.
  */
 async function probeUntil(
-  apps: readonly AppProcess[],
+  apps: ReadonlySet<AppProcess>,
   deadline: number,
 ): Promise<{ failures: string[]; rounds: number }> {
   const failures: string[] = [];
   let rounds = 0;
   while (Date.now() < deadline) {
     await Promise.all(
-      apps.map(async (app) => {
+      [...apps].map(async (app) => {
         try {
           const reply = await callJson('GET', `${app.url}/inventory/cron-probe`);
           if (reply.status !== 404) failures.push(`${app.name}: status ${reply.status}`);
         } catch (err) {
-          failures.push(`${app.name}: ${(err as Error).message}`);
+          // A process crashed on purpose meanwhile is not a failure.
+          if (apps.has(app)) failures.push(`${app.name}: ${(err as Error).message}`);
         }
       }),
     );
@@ -140,14 +132,19 @@ async function probeUntil(
   return { failures, rounds };
 }
 
-/** Freezes `app` across `tick` (see FREEZE_BEFORE_TICK_MS), so that its timer fires late. */
-async function makeLate(app: AppProcess, tick: number): Promise<NonNullable<Observed['late']>> {
-  await sleep(tick - FREEZE_BEFORE_TICK_MS - Date.now());
-  app.freeze();
-  const frozenAt = Date.now();
-  await sleep(tick + THAW_AFTER_TICK_MS - Date.now());
-  app.thaw();
-  return { tick, pid: app.pid, frozenAt, thawedAt: Date.now() };
+/** At `at`, SIGKILLs the app that ran the latest report (the leader), taking it off `alive`. */
+async function crashTheLeader(
+  alive: Set<AppProcess>,
+  runsFile: string,
+  at: number,
+): Promise<NonNullable<Observed['crash']>> {
+  await sleep(at - Date.now());
+  const runs = await readReportRuns(runsFile);
+  const leader = [...alive].find((app) => app.pid === runs.at(-1)?.pid);
+  if (!leader) throw new Error(`no leader to crash: ${runs.length} runs so far`);
+  alive.delete(leader);
+  await leader.crash();
+  return { pid: leader.pid, at: Date.now() };
 }
 
 /** Runs grouped by the tick they ran for (ms since the epoch). */
@@ -171,12 +168,12 @@ let redis: RedisNode;
 /** The two observations, started together in beforeAll (app startup dominates the run time). */
 let shared: Promise<Observed>;
 let control: Promise<Observed>;
-const SHARED_WINDOW_MS = 7_000;
+const SHARED_WINDOW_MS = 10_000;
 const CONTROL_WINDOW_MS = 4_000;
 
 beforeAll(async () => {
-  // A private Redis: the key `inventory:report-job` on a shared server could be held by
-  // another run's app, which would make this run's processes skip ticks.
+  // A private Redis: the report's leadership on a shared server could be held by another run's
+  // app, which would make this run's processes skip ticks.
   redis = await startRedisNode();
   const sharedEnv = { LOCK_BACKEND: 'redis', REDIS_URL: redis.url, LOCK_RESTART_GUARD_MS: 'off' };
   shared = observe([sharedEnv, sharedEnv], SHARED_WINDOW_MS, true);
@@ -192,45 +189,39 @@ afterAll(async () => {
   await redis?.stop();
 }, 30_000);
 
-describe('sample app: @Cron + @Locked(onBusy skip, lockAtLeastFor) in 2 processes', () => {
-  it('runs every tick exactly once between them when they share the lock store', async () => {
+describe('sample app: @Cron + @LeaderOnly in 2 processes', () => {
+  it('runs every tick exactly once, on the leader, and on the other process after the leader crashes', async () => {
     const observed = await shared;
     const ticks = byTick(observed.runs);
+    const crash = observed.crash;
+    if (crash === undefined) throw new Error('the shared observation crashed no leader');
 
-    expectAliveThroughout(observed, SHARED_WINDOW_MS);
-    expect(observed.middleTicks.length).toBeGreaterThanOrEqual(5);
+    expect(observed.probeFailures).toEqual([]);
+    expect(observed.middleTicks.length).toBeGreaterThanOrEqual(7);
     for (const run of observed.runs) expect(observed.pids).toContain(run.pid);
     // Mutual exclusion, edges included: no tick ran twice.
     expect([...ticks.values()].filter((runs) => runs.length > 1)).toEqual([]);
-    // And no tick was skipped by both.
-    expect(observed.middleTicks.filter((tick) => !ticks.has(tick))).toEqual([]);
-    // Each run held its own grant of the lock: fences strictly increase from tick to tick.
-    const fences = [...observed.runs]
-      .sort((a, b) => Date.parse(a.tick) - Date.parse(b.tick))
-      .map((run) => run.fence);
-    const increasing = fences.every(
-      (fence, i) => fence !== null && (i === 0 || fence > (fences[i - 1] ?? fence)),
-    );
-    expect({ fences, increasing }).toEqual({ fences, increasing: true });
+    // Before the crash, every tick ran, all on the one leader (sticky) under one term.
+    const before = observed.middleTicks.filter((tick) => tick < crash.at - TICK_MS);
+    expect(before.length).toBeGreaterThanOrEqual(2);
+    expect(before.map((tick) => ticks.get(tick)?.[0]?.pid)).toEqual(before.map(() => crash.pid));
+    const oldTerms = new Set(before.map((tick) => ticks.get(tick)![0].term));
+    expect(oldTerms.size).toBe(1);
+    // After it, the other process leads within the lease plus a second, and runs every tick
+    // from then on under a higher term.
+    const takeover = crash.at + LEADER_TTL_MS + TICK_MS;
+    const after = observed.middleTicks.filter((tick) => tick > takeover);
+    expect(after.length).toBeGreaterThanOrEqual(2);
+    const survivor = observed.pids.find((pid) => pid !== crash.pid);
+    expect(after.map((tick) => ticks.get(tick)?.[0]?.pid)).toEqual(after.map(() => survivor));
+    for (const tick of after) {
+      expect(ticks.get(tick)![0].term!).toBeGreaterThan([...oldTerms][0]!);
+    }
     // Each run also logged its line, in the process that ran it.
     for (const run of observed.runs) {
       expect(observed.outputs.get(run.pid)).toContain(`Report ${run.tick}:`);
     }
-  }, 30_000);
-
-  it('a replica whose timer fires late still skips the tick (lockAtLeastFor)', async () => {
-    const { late, runs } = await shared;
-    if (late === undefined) throw new Error('the shared observation made no replica late');
-    // The scenario happened as planned: frozen before the tick, thawed well before the lock's
-    // lockAtLeastFor ran out (else this run's own timers were too late to prove anything).
-    expect(late.frozenAt).toBeLessThan(late.tick);
-    expect(late.thawedAt).toBeGreaterThan(late.tick);
-    expect(late.thawedAt).toBeLessThan(late.tick + LOCK_AT_LEAST_FOR_MS);
-    // The tick ran once, on time, on the other replica; the late one found the lock taken.
-    const tickRuns = runs.filter((run) => Date.parse(run.tick) === late.tick);
-    expect(tickRuns.map((run) => run.pid === late.pid)).toEqual([false]);
-    expect(tickRuns[0].startedAt).toBeLessThan(late.tick + THAW_AFTER_TICK_MS);
-  });
+  }, 40_000);
 
   it('control: each process on its own in-process lock store runs every tick itself', async () => {
     const observed = await control;
