@@ -87,9 +87,9 @@ export class LeaderService {
     const key = leaderKey(name);
     const opts = options === undefined ? {} : checkOptions(options, QUERY_KEYS, 'options');
     const info = await this.engine.storeInfo(key, opts);
-    if (!info.held || info.fence === null) return null;
+    if (!info.held) return null;
     const who = decodeOwner(info.owner);
-    if (who === undefined) {
+    if (who === undefined || info.fence === null) {
       throw new LockConfigError(
         'backend',
         `backend "${this.engine.backendOf(opts).name}" cannot tell who holds "${name}" ` +

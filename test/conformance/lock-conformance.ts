@@ -43,6 +43,7 @@ import { ownership } from './battery/ownership';
 import { renewalBatching } from './battery/renewal-batching';
 import { sharing } from './battery/sharing';
 import { waiting } from './battery/waiting';
+import { leadership } from './battery/leadership';
 
 export type { ConformanceTarget } from './battery/fixture';
 
@@ -62,6 +63,7 @@ const CONCERNS: ReadonlyArray<[ConcernName, (fixture: LockFixture) => void]> = [
   ['keyContent', keyContent],
   ['admin', admin],
   ['sharing', sharing],
+  ['leadership', leadership],
 ];
 
 /** Declares `describe('conformance: <name>')` with every concern of the battery. */

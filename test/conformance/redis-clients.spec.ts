@@ -24,6 +24,7 @@ const CONCERNS: readonly ConcernName[] = [
   'lostLock',
   'sharing',
   'renewalBatching',
+  'leadership',
 ];
 
 /** A user's client of one family, as a test's setup makes and closes it. */

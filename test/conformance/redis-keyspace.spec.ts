@@ -51,6 +51,7 @@ runLockConformance({
     'renewalBatching',
     'admin',
     'sharing',
+    'leadership',
   ],
   capabilities: {
     leaseBased: true,

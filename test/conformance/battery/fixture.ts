@@ -10,6 +10,7 @@ import type { LockBackendConfig } from '../../../lib/backends/backend-config';
 import type { LockBackend, LockBackendCapabilities } from '../../../lib/core/contract/lock-backend';
 import type { Lock, LockMetrics, LockOptions } from '../../../lib/lock.interfaces';
 import type { LockService } from '../../../lib/lock.service';
+import { LeaderService } from '../../../lib/leader/leader.service';
 import { createLockApp, type LockTestApp } from '../../support/lock-app';
 import { expectLockLost, expectNotAcquired } from '../../support/lock-checks';
 
@@ -48,6 +49,11 @@ export interface ConformanceTarget {
    */
   admin?: boolean;
   /**
+   * `true` when the store keeps who holds a mutex, so `LeaderService.leader` names the leader;
+   * default: `admin`.
+   */
+  knowsHolder?: boolean;
+  /**
    * `true` when the backend renews many leases in one store call (`extendMany`); the battery
    * asserts the backend has it exactly then, and checks the batching.
    */
@@ -69,7 +75,8 @@ export type ConcernName =
   | 'health'
   | 'keyContent'
   | 'admin'
-  | 'sharing';
+  | 'sharing'
+  | 'leadership';
 
 /** Name of the single backend every conformance app configures. */
 export const BACKEND = 'b';
@@ -148,6 +155,11 @@ export class LockFixture {
   async tryAcquire(key: string | string[], opts?: LockOptions): Promise<Lock | null> {
     const lock = await this.locks.tryAcquire(key, opts);
     return lock ? this.track(lock) : null;
+  }
+
+  /** The app's `LeaderService`. */
+  leaders(): LeaderService {
+    return this.app!.app.get(LeaderService);
   }
 
   metrics(): LockMetrics {
