@@ -28,12 +28,13 @@ export class LeaderStatuses {
     entry.transitions++;
   }
 
-  /** A leadership of this instance ended (resigned, lost or shut down). */
-  ended(leadership: Leadership): void {
+  /** A leadership of this instance ended (resigned, lost or shut down); `false` if not current. */
+  ended(leadership: Leadership): boolean {
     const entry = this.entry(leadership.name);
-    if (entry.current !== leadership) return;
+    if (entry.current !== leadership) return false;
     entry.current = undefined;
     entry.transitions++;
+    return true;
   }
 
   /** Names this instance campaigned for or leads. */

@@ -73,11 +73,15 @@ export class LeaderService {
       undefined,
       encodeLabel(this.id, value),
     );
+    const otel = this.engine.settings.otel;
     const leadership = new HeldLeadership(name, lock, (ended) => {
-      this.statuses.ended(ended);
+      if (this.statuses.ended(ended)) otel?.leadership(name, false);
       this.logger.log(`"${name}": term ${ended.term} ended on ${ended.backend}`);
     });
-    if (leadership.isLeader()) this.statuses.granted(leadership);
+    if (leadership.isLeader()) {
+      this.statuses.granted(leadership);
+      otel?.leadership(name, true);
+    }
     this.logger.log(`"${name}": leading, term ${leadership.term} on ${leadership.backend}`);
     return leadership;
   }

@@ -2,7 +2,8 @@
  * Lock metrics through OpenTelemetry, scraped the way Prometheus does: an SDK meter provider
  * with the Prometheus exporter, registered before the app, and real Redis activity (grants,
  * a busy refusal, renewals, a lock lost because its key vanished). Series carry the backend as
- * their only label, never the key. Without an SDK, and with `metrics: false`, nothing breaks.
+ * their only label, never the key; leadership series carry the leadership's name. Without an
+ * SDK, and with `metrics: false`, nothing breaks.
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -13,6 +14,7 @@ import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { Redis } from 'ioredis';
 import { LOCK_METER_NAME, OtelLockMetrics } from '../../lib/core/engine/otel-metrics';
+import { LeaderService } from '../../lib/leader/leader.service';
 import { redisLockNames } from '../support/redis-names';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 
@@ -108,6 +110,22 @@ describe('OpenTelemetry lock metrics, scraped as Prometheus text', () => {
       expect(line).not.toMatch(/\bkey=/);
       expect(line).not.toContain('doomed');
     }
+  });
+
+  it('exports leadership transitions and whether this instance leads, per name', async () => {
+    const leaders = t.app.get(LeaderService);
+    const series = async () => {
+      const text = await (await fetch(scrapeUrl)).text();
+      const labels = 'leadership_name="billing"';
+      return {
+        transitions: sample(text, 'leadership_transitions_total', labels),
+        leading: sample(text, 'leadership_leading', labels),
+      };
+    };
+    const leadership = await leaders.campaign('billing', { backend: 'local' });
+    expect(await series()).toEqual({ transitions: 1, leading: 1 });
+    await leadership.resign();
+    expect(await series()).toEqual({ transitions: 2, leading: 0 });
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * Lock metrics through the OpenTelemetry metrics API (`@opentelemetry/api`, an optional peer).
  * Without the package nothing is loaded and nothing is recorded; with the package but no SDK,
- * the API's global meter is a no-op. Only the backend name labels a series: keys are unbounded.
+ * the API's global meter is a no-op. Only the backend name labels a lock series (keys are
+ * unbounded), and the leadership name a leadership series.
  * The API's types are declared here structurally, so no published `.d.ts` imports the peer.
  */
 import { isModuleNotFound } from '../shared/optional-package';
@@ -45,6 +46,8 @@ export class OtelLockMetrics {
   private readonly held: OtelCounter;
   private readonly wait: OtelHistogram;
   private readonly hold: OtelHistogram;
+  private readonly leaderTransitions: OtelCounter;
+  private readonly leading: OtelCounter;
   /** Attribute objects per backend (and outcome), built once: recording allocates nothing. */
   private readonly labels = new Map<
     string,
@@ -82,6 +85,25 @@ export class OtelLockMetrics {
       'Time from asking for a lock to getting it or giving up (label lock.outcome)',
     );
     this.hold = seconds('lock.hold.duration', 'Time a lock was held, until released or lost');
+    this.leaderTransitions = counter(
+      'leadership.transitions',
+      'Times this instance started or stopped leading (label leadership.name)',
+      '{transition}',
+    );
+    this.leading = meter.createUpDownCounter('leadership.leading', {
+      description: 'Whether this instance leads, per name: 1 or 0 (label leadership.name)',
+      unit: '{leadership}',
+    });
+  }
+
+  /**
+   * This instance started (`true`) or stopped leading `name`. Labelled by the name: names are
+   * the application's own, few and fixed, unlike lock keys.
+   */
+  leadership(name: string, leading: boolean): void {
+    const labels = { 'leadership.name': name };
+    this.leaderTransitions.add(1, labels);
+    this.leading.add(leading ? 1 : -1, labels);
   }
 
   /**
