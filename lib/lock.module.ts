@@ -10,7 +10,6 @@ import {
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, DiscoveryModule, DiscoveryService, ModuleRef } from '@nestjs/core';
 import { BACKEND_TYPES } from './backends/backend-types';
-import type { BackendTypes } from './core/contract/backend-factory';
 import { LockEngine } from './core/engine/lock-engine';
 import { LockConfigError } from './errors/lock.errors';
 import { buildLockRuntime } from './core/settings/module-options';
@@ -67,22 +66,12 @@ export class LockModule
     // prototype): copy them first, refusing what cannot be copied, with LockConfigError.
     const copy = copyOwnOptions(options, 'options', '') as unknown as typeof LOCK_OPTIONS_TYPE;
     const backends = readOption('backends', () => Object.keys(copy.backends ?? {}));
-    return withProviders(super.forRoot(copy), backends, BACKEND_TYPES);
-  }
-
-  /**
-   * @internal `forRoot` on backend types of the caller's own (the testing kit puts every
-   * backend on its memory store this way).
-   */
-  static forRootWithTypes(options: typeof LOCK_OPTIONS_TYPE, types: BackendTypes): DynamicModule {
-    const copy = copyOwnOptions(options, 'options', '') as unknown as typeof LOCK_OPTIONS_TYPE;
-    const backends = readOption('backends', () => Object.keys(copy.backends ?? {}));
-    return withProviders(super.forRoot(copy), backends, types);
+    return withProviders(super.forRoot(copy), backends);
   }
 
   /** Configures the module from a factory, class or existing provider. */
   static override forRootAsync(options: typeof LOCK_ASYNC_OPTIONS_TYPE): DynamicModule {
-    return withProviders(super.forRootAsync(options), options.backendNames ?? [], BACKEND_TYPES);
+    return withProviders(super.forRootAsync(options), options.backendNames ?? []);
   }
 
   /**
@@ -168,11 +157,7 @@ export class LockModule
  * modules when the application is created, after every class is defined), so backend names
  * requested with `@InjectLockBackend` are included whatever the order of imports.
  */
-function withProviders(
-  base: DynamicModule,
-  names: readonly string[],
-  types: BackendTypes,
-): DynamicModule {
+function withProviders(base: DynamicModule, names: readonly string[]): DynamicModule {
   const backendNames = (): string[] => [...new Set([...names, ...requestedBackendNames()])];
   const module: DynamicModule = {
     ...base,
@@ -182,10 +167,7 @@ function withProviders(
   Object.defineProperties(module, {
     providers: {
       enumerable: true,
-      get: (): Provider[] => [
-        ...(base.providers ?? []),
-        ...providers(names, backendNames(), types),
-      ],
+      get: (): Provider[] => [...(base.providers ?? []), ...providers(names, backendNames())],
     },
     exports: {
       enumerable: true,
@@ -202,11 +184,7 @@ function withProviders(
 }
 
 /** The engine, the services (default and per backend) and the HTTP mapping. */
-function providers(
-  configured: readonly string[],
-  backendNames: readonly string[],
-  types: BackendTypes,
-): Provider[] {
+function providers(configured: readonly string[], backendNames: readonly string[]): Provider[] {
   return [
     {
       // Validated first (the engine depends on it), so a bad status fails before any I/O.
@@ -218,7 +196,7 @@ function providers(
       provide: LOCK_ENGINE,
       useFactory: async (options: unknown, moduleRef: ModuleRef) => {
         const { settings, backends } = await buildLockRuntime(options, {
-          types,
+          types: BACKEND_TYPES,
           // Lazily, and across modules: e.g. the DataSource of @nestjs/typeorm.
           resolve: (token) => moduleRef.get(token as string, { strict: false }),
           foreignKeys: [...HTTP_OPTION_KEYS, ...LEADER_OPTION_KEYS],

@@ -11,4 +11,6 @@ export const BACKEND_TYPES: BackendTypes = {
   redlock: async () => (await import('./redlock/redlock.factory')).redlockBackendFactory,
   zookeeper: async () => (await import('./zookeeper/zookeeper.factory')).zookeeperBackendFactory,
   typeorm: async () => (await import('./sql/sql.factory')).sqlBackendFactory,
+  // The testing kit's store (nestjs-distributed-lock/testing), configured by LockTestingModule.
+  testing: async () => (await import('./memory/testing.factory')).testingBackendFactory,
 };

@@ -1,26 +1,15 @@
 import { type DynamicModule, Module } from '@nestjs/common';
-import { BACKEND_TYPES } from '../backends/backend-types';
-import type { BackendFactory } from '../core/contract/backend-factory';
 import type { LockEngine } from '../core/engine/lock-engine';
 import { LOCK_ENGINE } from '../lock.constants';
 import { LockModule } from '../lock.module';
 import type { LockModuleOptions } from '../lock.module-options';
 import { LockTesting } from './lock-testing';
-import { TestingLockBackend } from './testing-backend';
-
-/** Every backend of a testing module: the testing store, whatever its configuration said. */
-const testingFactory: BackendFactory<unknown> = {
-  validate() {},
-  async create() {
-    return new TestingLockBackend();
-  },
-};
 
 /**
  * `LockModule` for tests: takes the application's own `LockModule` options (or none) and puts
- * every named backend on an in-memory store of its own, so the code under test runs unchanged
- * without a server; provides {@link LockTesting} to stage other instances and store failures.
- * Works with Jest's fake timers (leases follow the faked clock).
+ * every named backend on an in-memory store of its own (`type: 'testing'`), so the code under
+ * test runs unchanged without a server; provides {@link LockTesting} to stage other instances
+ * and store failures. Works with Jest's fake timers (leases follow the faked clock).
  */
 @Module({})
 export class LockTestingModule {
@@ -28,10 +17,7 @@ export class LockTestingModule {
   static forRoot(options?: Partial<LockModuleOptions>): DynamicModule {
     const names = Object.keys(options?.backends ?? { default: null });
     const backends = Object.fromEntries(names.map((name) => [name, { type: 'testing' }]));
-    const lockModule = LockModule.forRootWithTypes({ ...options, backends } as LockModuleOptions, {
-      ...BACKEND_TYPES,
-      testing: async () => testingFactory,
-    });
+    const lockModule = LockModule.forRoot({ ...options, backends } as LockModuleOptions);
     return {
       module: LockTestingModule,
       global: true,

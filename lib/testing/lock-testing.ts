@@ -5,7 +5,7 @@ import { checkOptions } from '../core/shared/options';
 import { LockConfigError } from '../errors/lock.errors';
 import { encodeLabel, leaderKey } from '../leader/leader-label';
 import type { LockEvent, LockEventName } from '../lock.interfaces';
-import type { TestingLockBackend } from './testing-backend';
+import { isStagedStore } from '../core/contract/staged-store';
 
 /** What happened to a key, as `LockTesting.history` records it. */
 export interface LockHistoryEntry {
@@ -132,11 +132,14 @@ export class LockTesting {
 
   private target(key: string, options?: LockTestingKeyOptions) {
     const opts = options === undefined ? {} : checkOptions(options, KEY_OPTIONS, 'options');
-    const { backend } = this.engine.backendOf(opts);
-    return {
-      backend: backend as TestingLockBackend,
-      fullKey: this.engine.settings.keyPrefix + key,
-    };
+    const { name, backend } = this.engine.backendOf(opts);
+    if (!isStagedStore(backend)) {
+      throw new LockConfigError(
+        'backend',
+        `backend "${name}" is not the testing store: import LockTestingModule, not LockModule`,
+      );
+    }
+    return { backend, fullKey: this.engine.settings.keyPrefix + key };
   }
 
   private record(event: LockEvent): void {

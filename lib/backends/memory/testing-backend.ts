@@ -3,18 +3,19 @@ import type {
   LockGrant,
   LockLossListener,
   QueuedRequest,
-} from '../core/contract/lock-backend';
-import { MemoryLockBackend } from '../backends/memory/memory.backend';
+} from '../../core/contract/lock-backend';
+import type { StagedStore } from '../../core/contract/staged-store';
+import { MemoryLockBackend } from './memory.backend';
 
 /** A lease "another instance" holds: longer than any test runs (the longest timer). */
 const ELSEWHERE_TTL_MS = 2_147_483_647;
 
 /**
- * The testing kit's store: the memory backend, plus what a test needs to stage what other
- * instances and the store would do: a key held elsewhere, a lock lost now, a store call that
- * fails next. Keys here carry the module's `keyPrefix`, as every backend's do.
+ * `type: 'testing'`, the testing kit's store (`LockTestingModule` configures it): the memory
+ * backend, plus what a test needs to stage what other instances and the store would do (see
+ * {@link StagedStore}). Keys here carry the module's `keyPrefix`, as every backend's do.
  */
-export class TestingLockBackend extends MemoryLockBackend {
+export class TestingLockBackend extends MemoryLockBackend implements StagedStore {
   /** Tokens this process was granted and has not released, by key. */
   private readonly granted = new Map<string, Set<string>>();
   /** Keys whose next acquisition fails, with the error it fails with. */
