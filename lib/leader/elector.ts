@@ -1,5 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import { messageOf } from '../core/shared/error-message';
+import { sleep } from '../core/shared/timers';
 import type { Leadership } from './leader.interfaces';
 
 /** What an elector tells its owner (a `@Leader` provider's hooks). */
@@ -88,18 +89,4 @@ function ended(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) =>
     signal.addEventListener('abort', () => resolve(), { once: true }),
   );
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
