@@ -54,6 +54,24 @@ function setup(kind: ServerKind, strategy: SqlStrategy): [LockModuleOptions, Scr
   return [options, scratch];
 }
 
+/**
+ * Resolves once `inspect` of `key` (from `t`) counts a waiter in the database; fails if
+ * `pending` settles first or nothing is seen waiting within 5 s.
+ */
+async function waitUntilQueued(
+  t: LockTestApp,
+  key: string,
+  pending: Promise<unknown>,
+): Promise<void> {
+  const deadline = performance.now() + 5_000;
+  for (;;) {
+    expect(await stillPendingAfter(pending, 0)).toBe(true);
+    if (((await t.locks.inspect(key))?.waiting ?? 0) > 0) return;
+    if (performance.now() > deadline) throw new Error(`no waiter on ${key} seen in the database`);
+    await sleep(20);
+  }
+}
+
 async function app(options: LockModuleOptions): Promise<LockTestApp> {
   const t = await createLockApp(options);
   cleanups.push(() => t.close());
@@ -91,19 +109,20 @@ describe('typeorm shared and counted session locks', () => {
       const writers = await app(options);
       const first = await readers.locks.acquire('doc', { mode: 'shared' });
       const writer = settle(writers.locks.acquire('doc', { waitTimeout: 10_000 }));
-      expect(await stillPendingAfter(writer, 300)).toBe(true);
-      // The writer waits in the database: the other app's new readers wait behind it.
+      // Once the database shows the writer waiting (on a loaded host that takes a while), the
+      // other app's new readers wait behind it.
+      await waitUntilQueued(readers, 'doc', writer);
       expect(await readers.locks.tryAcquire('doc', { mode: 'shared' })).toBeNull();
       const late = settle(readers.locks.acquire('doc', { mode: 'shared', waitTimeout: 10_000 }));
       expect(await stillPendingAfter(late, 200)).toBe(true);
       await first.release();
       const granted = await writer;
-      expect(granted.ok).toBe(true);
+      expect(granted).toMatchObject({ ok: true });
       const w = (granted as { value: Awaited<ReturnType<typeof writers.locks.acquire>> }).value;
       expect(await stillPendingAfter(late, 100)).toBe(true);
       await w.release();
       const next = await late;
-      expect(next.ok).toBe(true);
+      expect(next).toMatchObject({ ok: true });
       const r = (next as { value: typeof first }).value;
       expect(r.fence).toBeGreaterThan(w.fence!);
       await r.release();
