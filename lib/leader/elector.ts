@@ -1,5 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import { messageOf } from '../core/shared/error-message';
+import { LockConfigError } from '../errors/lock.errors';
 import { sleep } from '../core/shared/timers';
 import type { Leadership } from './leader.interfaces';
 
@@ -58,6 +59,11 @@ export class Elector {
         failures = 0;
       } catch (err) {
         if (stop.aborted) return;
+        if (err instanceof LockConfigError) {
+          // Bad options are not cured by waiting: said once, and no more campaigns.
+          this.logger.error(`leadership "${this.name}": ${messageOf(err)}; not campaigning`);
+          return;
+        }
         const delay = RETRY_MS[Math.min(failures++, RETRY_MS.length - 1)];
         this.logger.warn(
           `leadership "${this.name}": campaign failed (${messageOf(err)}); again in ${delay} ms`,

@@ -45,8 +45,8 @@ export function LeaderOnly(name: string, options: LeaderDecoratorOptions = {}): 
           ),
         );
       }
-      if (!leaders.elector(name, opts).leading()) return Promise.resolve(undefined);
       try {
+        if (!leaders.elector(name, opts).leading()) return Promise.resolve(undefined);
         return Promise.resolve(method.apply(this, args as never[]));
       } catch (err) {
         return Promise.reject(err);

@@ -142,6 +142,8 @@ export class LeaderService {
   elector(name: string, options: LeaderDecoratorOptions, hooks: ElectorHooks = {}): Elector {
     let elector = this.electors.get(name);
     if (elector === undefined) {
+      // A ttl the backend cannot give a leadership fails here (at bootstrap), not in every campaign.
+      this.lockOptions(options);
       elector = new Elector(
         name,
         (signal) => this.campaign(name, { ...options, signal }),

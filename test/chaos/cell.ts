@@ -79,11 +79,19 @@ function staleAccepted(writes: readonly FencedWrite[]): number {
   return stale;
 }
 
-/** Runs `fault` against `backend` (already started). Never throws for what it finds; throws for a broken harness. */
+/** The mutex rows' worker: a `@Locked` method (see chaos-worker.ts). */
+export const LOCK_WORKER = 'test/chaos/chaos-worker.ts';
+
+/**
+ * Runs `fault` against `backend` (already started), with `workerScript` as every worker (it
+ * takes `ChaosWorkerArgs` and writes the history `checkHistory` reads). Never throws for what
+ * it finds; throws for a broken harness.
+ */
 export async function runCell(
   backend: ChaosBackend,
   fault: Fault,
   timing: ChaosTiming,
+  workerScript: string = LOCK_WORKER,
 ): Promise<CellResult> {
   const started = performance.now();
   const dir = mkdtempSync(join(tmpdir(), 'ndl-chaos-'));
@@ -141,7 +149,7 @@ export async function runCell(
       const victim = i === 0;
       workers.push(
         startWorker<ChaosWorkerArgs>(
-          'test/chaos/chaos-worker.ts',
+          workerScript,
           {
             ...common,
             worker: `w${i}`,
@@ -185,7 +193,7 @@ export async function runCell(
     await stopWorkers(workers, stopFile);
 
     const events = readHistory(files);
-    const victimKilled = fault.id === 'holder-kill';
+    const victimKilled = fault.killsVictim === true;
     const victimExit = endOfWorker(victim);
     const check = checkHistory(events, {
       // A worker killed while holding holds nothing once it is dead.

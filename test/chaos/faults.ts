@@ -40,6 +40,8 @@ export interface Fault {
   /** `true`, or why the fault does not apply to that backend. */
   applies(backend: ChaosBackend): true | string;
   readonly victimSetup: VictimSetup;
+  /** The fault kills the victim: a hold it had open ends when it was killed. */
+  readonly killsVictim?: boolean;
   /** Known-unsafe combination: the checker must find the violation. */
   expectUnsafe?(backend: ChaosBackend): boolean;
   /**
@@ -131,6 +133,7 @@ export const FAULTS: readonly Fault[] = [
     label: 'holder `kill -9`',
     applies: onlyRedisVolatile,
     victimSetup: 'plain',
+    killsVictim: true,
     inject: async (ctx) => {
       ctx.killVictim();
       return ctx.victimExited;

@@ -15,6 +15,7 @@ import { declaredCapabilities } from './backend-capabilities';
 import { FAULTS, runsOn, type Fault } from './faults';
 import { runSharingCell, sharingRunsOn } from './sharing-cell';
 import { SHARING_SCENARIOS, type SharingScenario } from './sharing-scenarios';
+import { LEADER_WORKER, LEADERSHIP_ROWS, leadershipTiming } from './leadership-rows';
 import { machineLine } from '../../servers/machine';
 
 /** A named set of backends and timing. */
@@ -121,6 +122,9 @@ export async function runMatrix(
   const scenarios = SHARING_SCENARIOS.filter(
     (s) => !opts.only?.fault || s.id.includes(opts.only.fault),
   );
+  const leaderRows = LEADERSHIP_ROWS.filter(
+    (f) => !opts.only?.fault || f.id.includes(opts.only.fault),
+  );
   for (const make of profile.backends) {
     const backend = make();
     if (opts.only?.backend && !backend.id.includes(opts.only.backend)) continue;
@@ -137,7 +141,13 @@ export async function runMatrix(
       if (applies === true) sharing.push(scenario);
       else skipped.push({ backend: backend.id, fault: scenario.id, reason: applies });
     }
-    if (todo.length === 0 && sharing.length === 0) continue;
+    const leading: Fault[] = [];
+    for (const row of leaderRows) {
+      const applies = runsOn(row, backend);
+      if (applies === true) leading.push(row);
+      else skipped.push({ backend: backend.id, fault: row.id, reason: applies });
+    }
+    if (todo.length === 0 && sharing.length === 0 && leading.length === 0) continue;
     await backend.start();
     const record = (cell: CellResult): void => {
       cells.push(cell);
@@ -162,6 +172,11 @@ export async function runMatrix(
           record(await runSharingCell(backend, scenario, profile.timing));
         }
       }
+      for (const row of leading) {
+        for (let i = 0; i < profile.repeat; i++) {
+          record(await runCell(backend, row, leadershipTiming(profile.timing), LEADER_WORKER));
+        }
+      }
     } finally {
       await backend.stop();
     }
@@ -170,7 +185,7 @@ export async function runMatrix(
     profile: profile.name,
     timing: profile.timing,
     backends: columns,
-    faults: [...faults, ...scenarios].map((f) => ({ id: f.id, label: f.label })),
+    faults: [...faults, ...scenarios, ...leaderRows].map((f) => ({ id: f.id, label: f.label })),
     cells,
     skipped,
     date: new Date().toISOString(),

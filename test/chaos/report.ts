@@ -75,6 +75,12 @@ hold beside it or wait; \`✓ t\`: the key admitted no more than it may at any i
 more holders than permits, no slot twice, no writer beside anyone), fences stayed unique and
 rising, and the key was given back (all slots in use again; the writer granted) \`t\` after the
 fault. \`n/a\` there: the backend does not declare \`capabilities.permits\` / \`.shared\`.
+Leadership rows: three \`@Leader\` candidates; the leader works in ticks, each one a fenced write
+under its term and a witness read-sleep-write, and the fault strikes the leader. \`✓ t\`: no two
+leaderships overlapped while their leaders' \`isLeader()\` was true, terms only went up, no
+witness update was lost, no late write under an old term was accepted, and another candidate led
+\`t\` after the fault. Their ttl and SQL session timeout are at least 1500 ms (a leadership lease
+needs a second of validity).
 \`✗ unsafe, caught\`: a configuration known to be unsafe, where the checker must find the
 violation — and does. \`n/a\`: the fault does not apply (SQLite has no server or network; the
 "no persistence" column differs from "AOF" only in the restart).

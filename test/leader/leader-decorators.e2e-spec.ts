@@ -152,6 +152,24 @@ describe('@LeaderOnly and @Leader on two instances', () => {
     }).toThrow(LockConfigError);
   });
 
+  it('refuses, at bootstrap, a leadership ttl the backend cannot give a lease for', async () => {
+    @Leader('short-lease', { ttl: 500 })
+    @Injectable()
+    class ShortLease {}
+    const prefix = `ldr-${randomUUID().slice(0, 8)}:`;
+    const started = createLockApp(
+      {
+        backends: { main: { type: 'redis', url: MACHINE_REDIS_URL, restartGuard: false } },
+        keyPrefix: prefix,
+      },
+      { providers: [ShortLease] },
+    );
+    await expect(started).rejects.toMatchObject({ code: 'LOCK_CONFIG', field: 'ttl' });
+    // Nothing was asked of the store: no key under the prefix.
+    const t = await instance('probe', prefix);
+    expect(await t.locks.isLocked('nestjs-distributed-lock:leader:short-lease')).toBe(false);
+  });
+
   it('refuses to run a @LeaderOnly method before the module is there', async () => {
     await expect(new Reports().build()).rejects.toMatchObject({
       code: 'LOCK_CONFIG',
