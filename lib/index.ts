@@ -22,6 +22,11 @@ export type {
   OnLeadershipRevoked,
 } from './leader/leader.interfaces';
 export type { LeaderStatus } from './leader/leader-status';
+export type {
+  LeadershipEvent,
+  LeadershipEventListener,
+  LeadershipEventName,
+} from './leader/leader-events';
 export {
   LockError,
   LockNotAcquiredError,

@@ -7,6 +7,11 @@ import { sleep } from '../core/shared/timers';
 import { LockConfigError, LockShuttingDownError } from '../errors/lock.errors';
 import { Elector, type ElectorHooks } from './elector';
 import { HeldLeadership } from './held-leadership';
+import {
+  LeaderEvents,
+  type LeadershipEventListener,
+  type LeadershipEventName,
+} from './leader-events';
 import { LeaderStatuses, type LeaderStatus } from './leader-status';
 import { checkText, decodeOwner, encodeLabel, leaderKey, MAX_LEADER_VALUE } from './leader-label';
 import type {
@@ -38,13 +43,16 @@ export class LeaderService {
   private readonly closing = new AbortController();
   private readonly logger = new Logger('LeaderService');
   private readonly statuses = new LeaderStatuses();
+  private readonly events: LeaderEvents;
 
   /** Built by `LockModule` (inject it); not constructed by users. */
   private constructor(
     private readonly engine: LockEngine,
     /** This instance's name among candidates (`leaderId`, default host name and pid). */
     readonly id: string,
-  ) {}
+  ) {
+    this.events = new LeaderEvents(this.logger, id);
+  }
 
   /** @internal The service of `engine`, naming this instance `id`. */
   static of(engine: LockEngine, id: string): LeaderService {
@@ -75,15 +83,17 @@ export class LeaderService {
       encodeLabel(this.id, value),
     );
     const otel = this.engine.settings.otel;
+    let began = false;
     const leadership = new HeldLeadership(name, lock, (ended) => {
       if (this.statuses.ended(ended)) otel?.leadership(name, false);
-      this.logger.log(`"${name}": term ${ended.term} ended on ${ended.backend}`);
+      if (began) this.events.ended(ended);
     });
     if (leadership.isLeader()) {
+      began = true;
       this.statuses.granted(leadership);
       otel?.leadership(name, true);
+      this.events.granted(leadership);
     }
-    this.logger.log(`"${name}": leading, term ${leadership.term} on ${leadership.backend}`);
     return leadership;
   }
 
@@ -122,6 +132,24 @@ export class LeaderService {
     this.engine.backendOf(query);
     const stop = signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal;
     return this.changes(name, query, interval, stop);
+  }
+
+  /**
+   * Subscribes to this instance's leadership events: `granted` when it starts to lead a name,
+   * `ended` when that stops (`lost: true` when it was lost, not resigned or given up at
+   * shutdown). Returns the unsubscribe function. A listener's failure is logged, never rethrown.
+   */
+  on(type: LeadershipEventName, listener: LeadershipEventListener): () => void {
+    if (type !== 'granted' && type !== 'ended') {
+      throw new LockConfigError(
+        'event',
+        `unknown leadership event "${String(type)}": use granted or ended`,
+      );
+    }
+    if (typeof listener !== 'function') {
+      throw new LockConfigError('listener', 'must be a function');
+    }
+    return this.events.on(type, listener);
   }
 
   /**

@@ -8,12 +8,13 @@ import 'reflect-metadata';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { LeaderService } from '../../lib/leader/leader.service';
+import type { LeadershipEvent } from '../../lib/leader/leader-events';
 import { LockConfigError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import type { LockBackendConfig } from '../../lib/backends/backend-config';
 import { MACHINE_REDIS_URL } from '../../servers/redis-servers';
 import { typeormTarget } from '../conformance/typeorm.targets';
-import { within } from '../support/async';
+import { aborted, within } from '../support/async';
 import { createLockApp, type LockTestApp } from '../support/lock-app';
 import { redlockSetup, type StoreSetup, zookeeperStandaloneSetup } from '../support/store-setups';
 
@@ -109,6 +110,46 @@ describe.each(TARGETS)('LeaderService on %s, two instances', (_name, setup) => {
     expect(performance.now() - closedAt).toBeLessThan(1_000);
     expect(next.term).toBeGreaterThan(lead.term);
     await expect(a.campaign('jobs')).rejects.toMatchObject({ code: 'LOCK_SHUTTING_DOWN' });
+  });
+
+  it('tells its listeners of each grant and end: a resignation as such, a loss as lost', async () => {
+    const prefix = `leader-${randomUUID()}:`;
+    const a = await instance('a', prefix);
+    await instance('b', prefix);
+    const events: LeadershipEvent[] = [];
+    const off = a.on('granted', (e) => void events.push(e));
+    a.on('ended', (e) => void events.push(e));
+    // A failing listener is logged and changes nothing for the others.
+    a.on('granted', () => {
+      throw new Error('listener bug');
+    });
+
+    const first = await a.campaign('events');
+    expect(events).toEqual([
+      { type: 'granted', name: 'events', backend: 'main', term: first.term, id: 'a' },
+    ]);
+    await first.resign();
+    expect(events[1]).toEqual({
+      type: 'ended',
+      name: 'events',
+      backend: 'main',
+      term: first.term,
+      id: 'a',
+      lost: false,
+      reason: 'released',
+    });
+
+    off();
+    const second = await a.campaign('events');
+    // Taken away behind its back (another instance forces the lock free): reported as lost.
+    expect(await apps[1].locks.forceRelease('nestjs-distributed-lock:leader:events')).toBe(true);
+    await within(aborted(second.signal), 5_000, 'the leader to notice its loss');
+    expect(events).toHaveLength(3);
+    expect(events[2]).toMatchObject({ type: 'ended', term: second.term, lost: true });
+    expect(events[2].reason).not.toBe('released');
+    expect(() => a.on('elected' as never, () => undefined)).toThrow(
+      expect.objectContaining({ field: 'event' }),
+    );
   });
 
   it('observe() sees each leader in order, terms rising, and nobody after the last resign', async () => {

@@ -6,50 +6,31 @@ import type {
   LockMetrics,
 } from '../../lock.interfaces';
 import type { OtelLockMetrics } from './otel-metrics';
+import { Listeners } from '../shared/listeners';
 
-/**
- * Event fan-out plus metrics and logging, in one place so every backend reports alike.
- * Not Node's EventEmitter: its `'error'` event throws when nobody listens, and a lock library
- * must never crash the app because an observer is missing or throws.
- */
+/** Event fan-out plus metrics and logging, in one place so every backend reports alike. */
 export class LockEvents {
-  private readonly listeners = new Map<LockEventName, Set<LockEventListener>>();
+  private readonly listeners: Listeners<LockEventName, LockEvent>;
   private readonly metrics = new Map<string, LockMetrics>();
 
   constructor(
     private readonly logger: Logger,
     /** OpenTelemetry instruments fed alongside the in-process counters, if any. */
     private readonly otel?: OtelLockMetrics,
-  ) {}
+  ) {
+    this.listeners = new Listeners(logger, 'lock');
+  }
 
   /** Subscribes; returns the unsubscribe function. */
   on(event: LockEventName, listener: LockEventListener): () => void {
-    let set = this.listeners.get(event);
-    if (!set) this.listeners.set(event, (set = new Set()));
-    set.add(listener);
-    return () => set.delete(listener);
+    return this.listeners.on(event, listener);
   }
 
   /** Emits to listeners, counts metrics, logs at a level fitting the event. */
   emit(event: LockEvent): void {
     this.count(event);
     this.log(event);
-    for (const listener of this.listeners.get(event.type) ?? []) {
-      try {
-        const result: unknown = listener(event);
-        // An async listener's rejection must not become an unhandled rejection either.
-        if (result && typeof (result as Promise<unknown>).then === 'function') {
-          (result as Promise<unknown>).then(undefined, (err: unknown) =>
-            this.logger.error(
-              `lock event listener for "${event.type}" failed`,
-              (err as Error)?.stack,
-            ),
-          );
-        }
-      } catch (err) {
-        this.logger.error(`lock event listener for "${event.type}" threw`, (err as Error)?.stack);
-      }
-    }
+    this.listeners.emit(event);
   }
 
   /**
@@ -57,8 +38,7 @@ export class LockEvents {
    * event object when nobody does: they count their metrics directly.
    */
   listening(type: LockEventName): boolean {
-    const set = this.listeners.get(type);
-    return set !== undefined && set.size > 0;
+    return this.listeners.listening(type);
   }
 
   /** Counts a grant after waiting `waitedMs` (what `emit` of `acquired` counts). */
