@@ -4,7 +4,7 @@ import type { LockEngine } from '../core/engine/lock-engine';
 import { checkSignal } from '../core/settings/validation';
 import { checkDuration, checkOptions } from '../core/shared/options';
 import { sleep } from '../core/shared/timers';
-import { LockConfigError, LockShuttingDownError } from '../errors/lock.errors';
+import { LockBackendError, LockConfigError, LockShuttingDownError } from '../errors/lock.errors';
 import { Elector, type ElectorHooks } from './elector';
 import { HeldLeadership } from './held-leadership';
 import {
@@ -29,6 +29,9 @@ const QUERY_KEYS: ReadonlySet<string> = new Set(['backend']);
 /** Shortest validity a leadership lease may have: its renewals (every third) need the room. */
 export const MIN_LEADER_VALIDITY_MS = 1_000;
 const DEFAULT_OBSERVE_MS = 1_000;
+/** `leader()` looks this many times, this far apart (ms), at a holder it cannot name yet. */
+const UNNAMED_HOLDER_LOOKS = 5;
+const UNNAMED_HOLDER_PAUSE_MS = 25;
 const MIN_OBSERVE_MS = 50;
 
 /**
@@ -101,17 +104,22 @@ export class LeaderService {
   async leader(name: string, options?: { backend?: string }): Promise<LeaderInfo | null> {
     const key = leaderKey(name);
     const opts = options === undefined ? {} : checkOptions(options, QUERY_KEYS, 'options');
-    const info = await this.engine.storeInfo(key, opts);
-    if (!info.held) return null;
-    const who = decodeOwner(info.owner);
-    if (who === undefined || info.fence === null) {
-      throw new LockConfigError(
-        'backend',
-        `backend "${this.engine.backendOf(opts).name}" cannot tell who holds "${name}" ` +
-          '(its store does not keep the holder of a lock)',
-      );
+    for (let attempt = 1; ; attempt++) {
+      const info = await this.engine.storeInfo(key, opts);
+      if (!info.held) return null;
+      const who = decodeOwner(info.owner);
+      if (who !== undefined && info.fence !== null) return { ...who, term: info.fence };
+      // A holder that keeps its record apart from the lock (SQL session locks) writes it one
+      // round trip after its grant: looked at again, briefly, before giving up.
+      if (attempt >= UNNAMED_HOLDER_LOOKS) {
+        throw new LockBackendError(
+          this.engine.backendOf(opts).name,
+          `"${name}" is held, but not by a leadership this store can name (a lock taken on ` +
+            'its key directly, or a holder whose session this database user cannot see)',
+        );
+      }
+      await sleep(UNNAMED_HOLDER_PAUSE_MS);
     }
-    return { ...who, term: info.fence };
   }
 
   /**

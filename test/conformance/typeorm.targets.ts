@@ -76,7 +76,5 @@ export function typeormTarget(
     // inspect on every strategy; forceRelease clears the row (table) or ends the holder's
     // session (for-update, advisory: the server says which session holds the lock)
     admin: true,
-    // The session strategies keep no holder in the database: a connection holds the lock.
-    knowsHolder: strategy === 'table',
   };
 }

@@ -23,7 +23,7 @@ afterEach(async () => {
   await Promise.all(apps.splice(0).map((t) => t.close()));
 });
 
-/** Every store backend whose holder `leader()` can name, each on a store of its own or shared. */
+/** Every store backend, each on a store of its own or shared. */
 const TARGETS: Array<[string, () => Promise<StoreSetup>]> = [
   [
     'redis',
@@ -34,6 +34,9 @@ const TARGETS: Array<[string, () => Promise<StoreSetup>]> = [
   ['typeorm table on postgres', () => typeormTarget('postgres', 'table').setup('leader')],
   ['typeorm table on mariadb', () => typeormTarget('mariadb', 'table').setup('leader')],
   ['typeorm table on sqlite', () => typeormTarget('sqlite', 'table').setup('leader')],
+  // Session strategies: the leader's owner row names it while its session holds the lock.
+  ['typeorm advisory on postgres', () => typeormTarget('postgres', 'advisory').setup('leader')],
+  ['typeorm for-update on mariadb', () => typeormTarget('mariadb', 'for-update').setup('leader')],
 ];
 
 describe.each(TARGETS)('LeaderService on %s, two instances', (_name, setup) => {
@@ -147,9 +150,24 @@ describe.each(TARGETS)('LeaderService on %s, two instances', (_name, setup) => {
     expect(events).toHaveLength(3);
     expect(events[2]).toMatchObject({ type: 'ended', term: second.term, lost: true });
     expect(events[2].reason).not.toBe('released');
+    // Nobody leads now (a record the lost leader left names no one), and the next one is named.
+    const b = apps[1].app.get(LeaderService);
+    expect(await b.leader('events')).toBeNull();
+    const third = await b.campaign('events');
+    expect(await a.leader('events')).toEqual({ id: 'b', term: third.term });
+    await third.resign();
     expect(() => a.on('elected' as never, () => undefined)).toThrow(
       expect.objectContaining({ field: 'event' }),
     );
+  });
+
+  it('leader() of a name whose lock was taken directly (not by a campaign) cannot name a leader', async () => {
+    const prefix = `leader-${randomUUID()}:`;
+    const a = await instance('a', prefix);
+    const lock = await apps[0].locks.acquire('nestjs-distributed-lock:leader:direct');
+    await expect(a.leader('direct')).rejects.toMatchObject({ code: 'LOCK_BACKEND' });
+    await lock.release();
+    expect(await a.leader('direct')).toBeNull();
   });
 
   it('observe() sees each leader in order, terms rising, and nobody after the last resign', async () => {

@@ -2,6 +2,8 @@ import type { LockGrant, LockLossListener } from '../../core/contract/lock-backe
 import { monotonicNow } from '../../core/shared/clock';
 import { LockBackendError } from '../../errors/lock.errors';
 import { nextFence } from './fence-counter';
+import { clearOwner, keepsOwnerRow, recordOwner } from './session-owners';
+import { sessionIdOf } from './sql-sessions';
 import type { SqlDatabase } from './sql-database';
 import type { SessionHold } from './sql-lock-strategy';
 import type { SqlDataSource, SqlRunner } from './typeorm-types';
@@ -128,6 +130,15 @@ export class PinnedConnections {
     const fence = await nextFence(db, hold.key);
     const provedAt = monotonicNow();
     if (!(await connectionAnswers(runner))) return null;
+    if (keepsOwnerRow(token, hold)) {
+      try {
+        await recordOwner(db, hold.key, token, fence, sessionIdOf(runner));
+      } catch (err) {
+        // Not granted: a row the insert may have left must not name this live session.
+        await clearOwner(db, hold.key, token).catch(() => undefined);
+        throw err;
+      }
+    }
     this.record(db, hold, token, runner, provedAt, fence);
     return { fence, grantedAt: provedAt, permit: hold.slot };
   }

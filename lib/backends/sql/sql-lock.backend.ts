@@ -12,6 +12,7 @@ import type {
 } from '../../core/contract/lock-backend';
 import { DatabaseWaitSlots, defaultWaitingConnections } from './database-wait-slots';
 import { bucketFence } from './fence-counter';
+import { clearOwner, keepsOwnerRow, readOwner } from './session-owners';
 import { KeyWaitLines, type LinePlace } from './key-wait-lines';
 import {
   announceRelease,
@@ -234,6 +235,8 @@ export class SqlLockBackend implements LockBackend {
     const pinned = this.#pins.get(key, token);
     if (!pinned) return false;
     try {
+      // The owner row goes while the lock is still held: it never names a holder that released.
+      if (keepsOwnerRow(token, pinned.hold)) await clearOwner(pinned.db, key, token);
       return await this.#strategy.release(pinned.db, pinned.runner, pinned.hold);
     } catch {
       // The connection is gone, and the lock with it; or it failed half-way and its session
@@ -264,21 +267,23 @@ export class SqlLockBackend implements LockBackend {
     if (strategy.kind === 'lease') {
       return { ...(await strategy.inspect(db, key)), waiting: this.#lines.size(key) };
     }
-    const [held, counter, inDatabase, holders] = await Promise.all([
+    const [held, counter, inDatabase, holders, owner] = await Promise.all([
       strategy.isLocked(db, key),
       bucketFence(db, key),
       strategy.waiting?.(db, key),
       strategy.holders?.(db, key),
+      readOwner(db, key),
     ]);
     const waiting =
       inDatabase === undefined ? undefined : inDatabase + this.#lines.waitingHere(key);
-    const fence = held ? (this.#pins.fenceOf(key) ?? null) : counter;
+    const fence = held ? (this.#pins.fenceOf(key) ?? owner?.fence ?? null) : counter;
     return {
       held,
       fence,
       holders: held ? 1 : 0,
       ...(held && holders ? holders : {}),
       ...(waiting === undefined ? {} : { waiting }),
+      ...(held && owner ? { owner: owner.owner } : {}),
     };
   }
 

@@ -19,3 +19,8 @@ export function newOwnerToken(): string {
   offset += TOKEN_HEX;
   return token;
 }
+
+/** Whether `token` carries a label after its random part (`<random>.<label>`). */
+export function isLabelled(token: string): boolean {
+  return token.length > TOKEN_HEX && token.charCodeAt(TOKEN_HEX) === 0x2e;
+}

@@ -49,11 +49,6 @@ export interface ConformanceTarget {
    */
   admin?: boolean;
   /**
-   * `true` when the store keeps who holds a mutex, so `LeaderService.leader` names the leader;
-   * default: `admin`.
-   */
-  knowsHolder?: boolean;
-  /**
    * `true` when the backend renews many leases in one store call (`extendMany`); the battery
    * asserts the backend has it exactly then, and checks the batching.
    */
