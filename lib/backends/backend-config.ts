@@ -222,8 +222,8 @@ export interface TypeormBackendConfig {
    * How many fence counter rows the lock table keeps (default 4 096, at most 1 048 576): each
    * key draws its fences from one of them (picked from its SHA-256), so the table stays bounded
    * however many distinct keys are locked. More buckets means fewer keys serialised on one
-   * counter row. Every instance on a table must use the same value; a change is carried over
-   * when a backend starts (see the README, "Fences and the table's size").
+   * counter row. Every instance on a table must use the same value; a change takes effect
+   * when a backend starts, every counter raised to the largest (see the README, "Fences and the table's size").
    */
   fenceBuckets?: number;
 }

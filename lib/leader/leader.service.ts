@@ -126,7 +126,8 @@ export class LeaderService {
    * Each change of who leads `name` (a new term, or nobody), the current state first, as seen
    * by asking the store every `interval` ms; terms only rise along it. Ends when
    * `options.signal` aborts or the application shuts down. Options are checked before any I/O.
-   * Changes closer together than `interval` may be seen as one (the last).
+   * Changes closer together than `interval` may be seen as one (the last). A look at the store
+   * that fails (the store down) ends it with that error.
    */
   observe(name: string, options?: ObserveOptions): AsyncIterable<LeaderInfo | null> {
     leaderKey(name);

@@ -1,9 +1,9 @@
 /**
- * The typeorm backend's footprint and its fences (issue 18), on the real databases: after any
+ * The typeorm backend's footprint and its fences, on the real databases: after any
  * number of distinct keys are locked and released, the lock table shrinks back to its fence
  * buckets (plus the layout row and the keys held right now); fences of one key still rise
- * strictly, whatever other keys of its bucket and concurrent takers do, across restarts, across
- * a change of `fenceBuckets` and across the carry-over from the per-key rows of earlier versions;
+ * strictly, whatever other keys of its bucket and concurrent takers do, across restarts and
+ * across a change of `fenceBuckets`, and rows left by holders that died are deleted;
  * `for-update` waiters whose row the holder deletes still exclude each other; `table` renews
  * many leases in one statement per chunk, and many shared and counted holders in one transaction
  * of a few statements.
@@ -263,52 +263,41 @@ describe.each(SQL_LOCK_PAIRS)('typeorm $strategy on $kind: footprint', ({ kind, 
     expect(await lockAndRelease(f, key)).toBeGreaterThan(fences[fences.length - 1]);
   }, 120_000);
 
-  it('carries over the rows of an earlier version: next fences above them, free ones deleted, held ones kept', async () => {
+  it('a new bucket count moves keys between buckets: next fences above every earlier one; rows left behind deleted', async () => {
     let f = await fixture(kind, strategy, { fenceBuckets: 16 });
-    await f.close();
-    // What earlier versions left: per-key counters (session strategies), released table rows,
-    // for-update rows, and a table lease still held by an old instance.
-    const stored = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
-    const counter = (key: string): string => stored(`\u0000fence\u0000${f.prefix}${key}`);
-    const legacy: Array<[string, string, number]> = [
-      [counter('counted'), `fence of ${f.prefix}counted`, 500],
-      [counter('other'), `fence of ${f.prefix}other`, 650],
-      [stored(`${f.prefix}released`), `${f.prefix}released`, 700],
-      [stored(`${f.prefix}row-locked`), `${f.prefix}row-locked`, 0],
-    ];
-    for (const [k, text, fence] of legacy) {
-      await f.sql(`INSERT INTO ${f.table} (lock_key, key_text, fence) VALUES (?, ?, ?)`, [
-        k,
-        text,
-        fence,
-      ]);
-    }
-    await f.sql(
-      `INSERT INTO ${f.table} (lock_key, key_text, owner, expires_at, fence) VALUES (?, ?, ?, ${f.dialect.nowMs} + 1500, 900)`,
-      [stored(`${f.prefix}old-holder`), `${f.prefix}old-holder`, f.dialect.owner('old-token')],
+    const before = await Promise.all(
+      ['counted', 'x', 'y', 'w'].map((key) => lockAndRelease(f, key)),
     );
-    f = await f.restart();
-    for (const key of ['counted', 'other', 'released', 'row-locked', 'new']) {
-      expect(await lockAndRelease(f, key)).toBeGreaterThan(700);
-    }
-    // The old holder keeps its lease; once it ran out, its key's next fence is above its own.
-    if (strategy === 'table') expect(await f.app.locks.tryAcquire('old-holder')).toBeNull();
-    await new Promise((resolve) => setTimeout(resolve, 1_600));
-    expect(await lockAndRelease(f, 'old-holder')).toBeGreaterThan(900);
-    // Rows without a holder are deleted in the background (advisory never touches the old
-    // holder's row: it goes when it has run out, at the next start, below).
-    await rowsGone(f, strategy === 'advisory' ? 1 : 0);
-    // A new bucket count moves keys between buckets: every counter carries over to all.
-    const before = await Promise.all(['counted', 'x', 'y'].map((key) => lockAndRelease(f, key)));
+    await f.close();
+    // What a holder that died can leave: a key row nobody locks (for-update makes one per key).
+    const stored = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
+    await f.sql(`INSERT INTO ${f.table} (lock_key, key_text, fence) VALUES (?, ?, ?)`, [
+      stored(`${f.prefix}row-left`),
+      `${f.prefix}row-left`,
+      0,
+    ]);
     f = await f.restart({ fenceBuckets: 64 });
-    for (const key of ['counted', 'x', 'y', 'z']) {
+    for (const key of ['counted', 'x', 'y', 'z', 'row-left']) {
       expect(await lockAndRelease(f, key)).toBeGreaterThan(Math.max(...before));
     }
     const [meta] = await f.sql(`SELECT key_text FROM ${f.table} WHERE lock_key = ?`, [
       '~fence:meta',
     ]);
     expect(meta.key_text).toMatch(/buckets=64$/);
+    // Rows without a holder are deleted in the background.
     await rowsGone(f, 0);
+    // Back to fewer buckets: still above everything handed out.
+    const after = await Promise.all(['x', 'z'].map((key) => lockAndRelease(f, key)));
+    f = await f.restart({ fenceBuckets: 16 });
+    for (const key of ['counted', 'x', 'z']) {
+      expect(await lockAndRelease(f, key)).toBeGreaterThan(Math.max(...after));
+    }
+    // The buckets past the new count are gone.
+    const buckets = await f.sql(`SELECT lock_key FROM ${f.table} WHERE lock_key LIKE ?`, [
+      '~fence:bucket:%',
+    ]);
+    const indexes = buckets.map((row) => Number(String(row.lock_key).trim().split(':').pop()));
+    expect(indexes.filter((i) => !(i >= 0 && i < 16))).toEqual([]);
   }, 60_000);
 });
 

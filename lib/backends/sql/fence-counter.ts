@@ -18,8 +18,8 @@ const DRAW_ATTEMPTS = 5;
 
 /**
  * Draws the next fence for `key` from its bucket (created at the layout's floor if missing). A
- * draw rolled back to break a deadlock (possible only against a carry-over, which locks the
- * layout row before the buckets) drew nothing, and is made again.
+ * draw rolled back to break a deadlock (possible only against a change of the bucket count,
+ * which locks the layout row before the buckets) drew nothing, and is made again.
  */
 export async function nextFence(db: SqlDatabase, key: string): Promise<number> {
   for (let attempt = 1; ; attempt++) {
@@ -61,7 +61,7 @@ async function drawFence(db: SqlDatabase, key: string): Promise<number> {
 
 /**
  * Postgres: creates bucket `index` at the layout's floor if it does not exist. The floor is read
- * `FOR SHARE`, so a carry-over raising it (which holds the layout row `FOR UPDATE` while it
+ * `FOR SHARE`, so a change of the bucket count raising it (which holds the layout row `FOR UPDATE` while it
  * raises every bucket) is either seen or waited for: no bucket is created below a raised floor.
  */
 export async function createBucket(db: SqlDatabase, index: number): Promise<void> {

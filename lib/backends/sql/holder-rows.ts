@@ -18,8 +18,8 @@ import type { SqlDialect } from './sql-dialect';
  *
  * `<stem>` is the first 56 characters of the key's digest: a holder row's key contains a `~` past
  * its start, so it is never a digest (a key's row) nor a reserved row (which begins with `~`),
- * while its first 8 characters put it
- * in its key's fence bucket, as the fence carry-over expects of every key row (fence-layout.ts).
+ * while its first 8 characters put it in its key's fence bucket, as for every key row
+ * (fence-layout.ts).
  * When the last holder leaves, every row of the key goes; rows of holders that died run out and
  * are deleted by the next holder of the key or by the backend's start-up sweep.
  */

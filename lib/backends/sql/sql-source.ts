@@ -1,6 +1,6 @@
 import { sleep } from '../../core/shared/timers';
 import { isCreateRaceLost } from './driver-errors';
-import { collectRows, prepareFences } from './fence-carry-over';
+import { collectRows, prepareFences } from './fence-setup';
 import { SqlDatabase, type SqlDatabaseOptions } from './sql-database';
 import { SqlDialect, type SqlFamily } from './sql-dialect';
 import { readServer, type SqlServer } from './sql-server';
@@ -70,7 +70,7 @@ export class SqlSource {
 
   /**
    * The database, ready for statements: the lock table (when we create it) exists, and its
-   * fence buckets are carried over from an earlier version or layout (see fence-carry-over.ts).
+   * fence buckets match this backend's count (see fence-setup.ts).
    */
   async open(): Promise<SqlDatabase> {
     const db = await this.connect();
@@ -105,9 +105,9 @@ export class SqlSource {
   }
 
   /**
-   * Carries the fences over, then removes the rows that no longer need to be kept in the
-   * background (a table of an earlier version may hold millions: the first lock call does not
-   * wait for them). A failed removal is left for the next start: nothing depends on it.
+   * Sets the fence buckets up, then removes the rows that no longer need to be kept in the
+   * background (rows of holders that died; the first lock call does not wait for them). A
+   * failed removal is left for the next start: nothing depends on it.
    */
   private async prepareFences(db: SqlDatabase): Promise<void> {
     const floor = await prepareFences(db);
