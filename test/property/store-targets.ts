@@ -23,6 +23,12 @@ const STORE_CALL_MS = 10_000;
 
 /** How hard every real store is tried. */
 const ON_A_STORE = { runs: STORE_RUNS, scale: STORE_SCALE, callMs: STORE_CALL_MS } as const;
+/**
+ * Inputs per property on the SQL session strategies: each call that works pins a connection and
+ * opens a session, several times the cost of a lease store's; the inputs are judged before any
+ * I/O alike on every backend, and the `table` strategy of each database takes the full volume.
+ */
+const SESSION_STRATEGY_RUNS = 100;
 
 /**
  * The machine's Redis; what the run leaves there is checked and removed. Its restart guard is
@@ -71,6 +77,7 @@ export function sqlTarget(kind: DbKind, strategy: SqlStrategy): InputPropertyTar
     name: conformance.name,
     setup: () => conformance.setup(''),
     ...ON_A_STORE,
+    ...(conformance.capabilities.leaseBased ? {} : { runs: SESSION_STRATEGY_RUNS }),
     capacity: conformance.capabilities.leaseBased ? undefined : (config) => poolSizeOf(config) - 1,
   };
 }
