@@ -59,4 +59,5 @@ export type {
   RedlockBackendConfig,
   ZookeeperBackendConfig,
   TypeormBackendConfig,
+  SqlBackendConfig,
 } from './backends/backend-config';

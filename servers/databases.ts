@@ -62,6 +62,15 @@ interface PgClient {
 }
 interface PgModule {
   Client: new (config: Record<string, unknown>) => PgClient;
+  Pool: new (config: Record<string, unknown>) => TestPgPool;
+}
+
+/** A `pg` Pool as the tests hold it (passed to the module as `client`, ended by the test). */
+export interface TestPgPool {
+  end(): Promise<void>;
+  query<R>(sql: string, params?: readonly unknown[]): Promise<PgQueryResult<R>>;
+  readonly totalCount: number;
+  readonly idleCount: number;
 }
 interface SqliteDatabase {
   exec(sql: string): unknown;
@@ -76,6 +85,24 @@ type SqliteConstructor = new (
 const requireFromRoot = createRequire(join(process.cwd(), 'package.json'));
 const loadPg = (): PgModule => requireFromRoot('pg') as PgModule;
 const loadSqlite = (): SqliteConstructor => requireFromRoot('better-sqlite3') as SqliteConstructor;
+
+/**
+ * A `pg` Pool on the test database (`max` connections, default 10), as an app without an ORM
+ * makes one.
+ */
+export function newPgPool(opts: { max?: number; applicationName?: string } = {}): TestPgPool {
+  const { host, port, user, password } = postgresSettings();
+  const { Pool } = loadPg();
+  return new Pool({
+    host,
+    port,
+    user,
+    ...(password === undefined ? {} : { password }),
+    database: TEST_DATABASE,
+    max: opts.max ?? DEFAULT_POOL_SIZE,
+    ...(opts.applicationName === undefined ? {} : { application_name: opts.applicationName }),
+  });
+}
 
 // ---------------------------------------------------------------------------------------------
 // Connection settings (environment overrides)

@@ -5,7 +5,8 @@ export type LockBackendConfig =
   | RedisBackendConfig
   | RedlockBackendConfig
   | ZookeeperBackendConfig
-  | TypeormBackendConfig;
+  | TypeormBackendConfig
+  | SqlBackendConfig;
 
 /** In-process backend: FIFO waiters, ttl and fence; for tests and single-instance apps. */
 export interface MemoryBackendConfig {
@@ -223,7 +224,23 @@ export interface TypeormBackendConfig {
    * key draws its fences from one of them (picked from its SHA-256), so the table stays bounded
    * however many distinct keys are locked. More buckets means fewer keys serialised on one
    * counter row. Every instance on a table must use the same value; a change takes effect
-   * when a backend starts, every counter raised to the largest (see the README, "Fences and the table's size").
+   * when a backend starts, every counter raised to the largest (see the README, "Fences and
+   * the table's size").
    */
   fenceBuckets?: number;
+}
+
+/**
+ * SQL databases on the driver pool the app already runs, with no ORM: a `pg` Pool (PostgreSQL),
+ * or a TypeORM DataSource (then the same backend as `type: 'typeorm'`). The module never closes
+ * the client. Every option but the DataSource ones is as for `type: 'typeorm'`.
+ */
+export interface SqlBackendConfig extends Omit<
+  TypeormBackendConfig,
+  'type' | 'dataSource' | 'dataSourceToken' | 'dataSourceOptions' | 'startup'
+> {
+  /** Discriminator. */
+  type: 'sql';
+  /** A `pg` Pool, or a TypeORM DataSource. */
+  client: object;
 }

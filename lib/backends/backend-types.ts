@@ -11,6 +11,7 @@ export const BACKEND_TYPES: BackendTypes = {
   redlock: async () => (await import('./redlock/redlock.factory')).redlockBackendFactory,
   zookeeper: async () => (await import('./zookeeper/zookeeper.factory')).zookeeperBackendFactory,
   typeorm: async () => (await import('./sql/sql.factory')).sqlBackendFactory,
+  sql: async () => (await import('./sql/sql-client.factory')).sqlClientBackendFactory,
   // The testing kit's store (nestjs-distributed-lock/testing), configured by LockTestingModule.
   testing: async () => (await import('./memory/testing.factory')).testingBackendFactory,
 };

@@ -1,6 +1,7 @@
 import {
   dataSourceOptions,
   dropTable,
+  newPgPool,
   uniqueTableName,
   type DbKind,
 } from '../../servers/databases';
@@ -76,5 +77,28 @@ export function typeormTarget(
     // inspect on every strategy; forceRelease clears the row (table) or ends the holder's
     // session (for-update, advisory: the server says which session holds the lock)
     admin: true,
+  };
+}
+
+/**
+ * The same strategies on PostgreSQL through `type: 'sql'` and a bare `pg` Pool of 20 (the app's:
+ * ended by the teardown, never by the module), in a table of their own.
+ */
+export function pgPoolTarget(strategy: 'table' | 'for-update' | 'advisory'): ConformanceTarget {
+  const typeorm = typeormTarget('postgres', strategy);
+  return {
+    ...typeorm,
+    name: `sql (pg Pool) ${strategy} on postgres`,
+    setup: async () => {
+      const tableName = uniqueTableName('conf');
+      const pool = newPgPool({ max: 20 });
+      return {
+        config: { type: 'sql', client: pool, strategy, tableName, createTable: true },
+        teardown: async () => {
+          await dropTable('postgres', tableName);
+          await pool.end();
+        },
+      };
+    },
   };
 }

@@ -106,6 +106,50 @@ describe('secret probe: typeorm backend', () => {
     expectEveryCallFailed(result, ACCESS_DENIED, ACCESS_DENIED_REASON);
   }, 90_000);
 
+  it('a pg Pool passed as client (type sql), its password in a URL to a closed port: ECONNREFUSED, never the password', async () => {
+    const result = await runSecretProbe(
+      {
+        type: 'sql',
+        client: {
+          connectionString: `postgres://probe:${SENTINEL}@127.0.0.1:${closedPort}/locktest`,
+        },
+        strategy: 'advisory',
+      },
+      { setup: 'test/secrets/pg-pool-setup.ts' },
+    );
+    expect(leaks(result.output)).toEqual([]);
+    expect(result.codes.bootstrap).toBeUndefined();
+    const refused = new RegExp(`ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}`);
+    expectEveryCallFailed(result, /code: 'ECONNREFUSED'/, refused);
+  }, 90_000);
+
+  it('a working pg Pool (type sql) whose options carry a password: every call answers, nothing written', async () => {
+    const tableName = uniqueTableName('secret');
+    tables.push(tableName);
+    const o = dataSourceOptions('postgres');
+    const result = await runSecretProbe(
+      {
+        type: 'sql',
+        client: {
+          host: o.host,
+          port: o.port,
+          user: o.username,
+          database: o.database,
+          password: SENTINEL,
+          max: 3,
+        },
+        strategy: 'for-update',
+        tableName,
+        createTable: true,
+      },
+      { setup: 'test/secrets/pg-pool-setup.ts' },
+    );
+    expect(leaks(result.output)).toEqual([]);
+    expect(result.codes).toEqual({ withLock: 'LOCK_NOT_ACQUIRED' });
+    expect(result.outcomes.forceRelease).toMatch(/^true/);
+    expect(result.outcomes.health).toMatch(/status: 'up'/);
+  }, 90_000);
+
   it('a working connection whose options carry a password: every call answers, nothing written', async () => {
     // The machine's Postgres trusts 127.0.0.1: the password is sent nowhere, yet it is in the
     // options every part of the module (and TypeORM, and the driver) sees. The probe prints

@@ -150,8 +150,13 @@ export function secretsIn(config: unknown): string[] {
     if (proto === Object.prototype || proto === null) {
       for (const [k, v] of Object.entries(value)) visit(v, k, depth + 1);
     } else {
-      // A client or DataSource the user passed in: its secrets sit in its `options`.
-      visit((value as { options?: unknown }).options, 'options', depth + 1);
+      // A client or DataSource the user passed in: its secrets sit in its `options` (a `pg`
+      // Pool keeps `password` there as a property that is not enumerable).
+      const options = (value as { options?: unknown }).options;
+      visit(options, 'options', depth + 1);
+      if (typeof options === 'object' && options !== null) {
+        visit((options as { password?: unknown }).password, 'password', depth + 1);
+      }
     }
   };
   visit(config, '', 0);
