@@ -104,6 +104,30 @@ export function newPgPool(opts: { max?: number; applicationName?: string } = {})
   });
 }
 
+/**
+ * A `mysql2` pool on the test database of the machine's MariaDB (`connectionLimit`, default
+ * 10), as an app without an ORM makes one: `client` is the callback pool, or with `promise` its
+ * promise wrapper; `end` closes it either way.
+ */
+export function newMysql2Pool(opts: { connectionLimit?: number; promise?: boolean } = {}): {
+  client: object;
+  end(): Promise<void>;
+} {
+  const mysql2 = requireFromRoot('mysql2') as {
+    createPool(o: object): { end(cb: (err?: Error | null) => void): void; promise(): object };
+  };
+  const pool = mysql2.createPool({
+    ...mariadbSettings(),
+    database: TEST_DATABASE,
+    connectionLimit: opts.connectionLimit ?? DEFAULT_POOL_SIZE,
+  });
+  return {
+    client: opts.promise ? pool.promise() : pool,
+    end: () =>
+      new Promise<void>((resolve, reject) => pool.end((err) => (err ? reject(err) : resolve()))),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Connection settings (environment overrides)
 

@@ -231,8 +231,8 @@ export interface TypeormBackendConfig {
 }
 
 /**
- * SQL databases on the driver pool the app already runs, with no ORM: a `pg` Pool (PostgreSQL),
- * or a TypeORM DataSource (then the same backend as `type: 'typeorm'`). The module never closes
+ * SQL databases on the driver pool the app already runs, with no ORM: a `pg` Pool (PostgreSQL), a
+ * `mysql2` pool of either API (MariaDB, MySQL), or a TypeORM DataSource (then the same backend as `type: 'typeorm'`). The module never closes
  * the client. Every option but the DataSource ones is as for `type: 'typeorm'`.
  */
 export interface SqlBackendConfig extends Omit<
@@ -241,6 +241,6 @@ export interface SqlBackendConfig extends Omit<
 > {
   /** Discriminator. */
   type: 'sql';
-  /** A `pg` Pool, or a TypeORM DataSource. */
+  /** A `pg` Pool, a `mysql2` pool (callback or promise API), or a TypeORM DataSource. */
   client: object;
 }

@@ -1,6 +1,7 @@
 import {
   dataSourceOptions,
   dropTable,
+  newMysql2Pool,
   newPgPool,
   uniqueTableName,
   type DbKind,
@@ -96,6 +97,32 @@ export function pgPoolTarget(strategy: 'table' | 'for-update' | 'advisory'): Con
         config: { type: 'sql', client: pool, strategy, tableName, createTable: true },
         teardown: async () => {
           await dropTable('postgres', tableName);
+          await pool.end();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * The same strategies on MariaDB through `type: 'sql'` and a bare `mysql2` pool of 20 (the
+ * callback API, or with `promise` its promise wrapper), in a table of their own.
+ */
+export function mysql2PoolTarget(
+  strategy: 'table' | 'for-update' | 'advisory',
+  api: 'callback' | 'promise',
+): ConformanceTarget {
+  const typeorm = typeormTarget('mariadb', strategy);
+  return {
+    ...typeorm,
+    name: `sql (mysql2 ${api} pool) ${strategy} on mariadb`,
+    setup: async () => {
+      const tableName = uniqueTableName('conf');
+      const pool = newMysql2Pool({ connectionLimit: 20, promise: api === 'promise' });
+      return {
+        config: { type: 'sql', client: pool.client, strategy, tableName, createTable: true },
+        teardown: async () => {
+          await dropTable('mariadb', tableName);
           await pool.end();
         },
       };

@@ -1,6 +1,6 @@
 /**
- * `type: 'sql'` with the client an app already runs: a bare `pg` Pool (the whole battery runs in
- * test/conformance/sql-pg.spec.ts) or a TypeORM DataSource (the same backend as `typeorm`).
+ * `type: 'sql'` with the client an app already runs: a bare `pg` Pool or `mysql2` pool (the whole
+ * battery runs in test/conformance/sql-pg.spec.ts and sql-mysql2.spec.ts) or a TypeORM DataSource (the same backend as `typeorm`).
  * Misconfiguration is refused before any I/O, naming `client`; the module never ends the
  * app's pool.
  */
@@ -8,7 +8,13 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { LockConfigError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
-import { dataSourceOptions, dropTable, newPgPool, uniqueTableName } from '../../servers/databases';
+import {
+  dataSourceOptions,
+  dropTable,
+  newMysql2Pool,
+  newPgPool,
+  uniqueTableName,
+} from '../../servers/databases';
 import { createLockApp } from '../support/lock-app';
 
 const pool = newPgPool({ max: 4 });
@@ -39,6 +45,27 @@ describe("type: 'sql' on the app's own client", () => {
     // The app's pool still serves the app.
     const { rows } = await pool.query<{ one: number }>('SELECT 1 AS one');
     expect(rows).toEqual([{ one: 1 }]);
+  });
+
+  it('locks on a mysql2 promise pool (MariaDB) and leaves the pool to the app when it closes', async () => {
+    const mysql = newMysql2Pool({ connectionLimit: 4, promise: true });
+    try {
+      const t = await createLockApp(sqlOptions(mysql.client, { strategy: 'for-update' }));
+      const first = await t.locks.acquire('order:3');
+      expect(await t.locks.tryAcquire('order:3')).toBeNull();
+      await first.release();
+      const second = await t.locks.acquire('order:3');
+      expect(second.fence).toBeGreaterThan(first.fence!);
+      await second.release();
+      await t.close();
+      const [rows] = (await (mysql.client as { query(sql: string): Promise<[unknown[]]> }).query(
+        'SELECT 1 AS one',
+      )) as [unknown[]];
+      expect(rows).toEqual([{ one: 1 }]);
+    } finally {
+      await dropTable('mariadb', tables.pop()!).catch(() => undefined);
+      await mysql.end();
+    }
   });
 
   it('takes a TypeORM DataSource as client: the same backend as type typeorm', async () => {

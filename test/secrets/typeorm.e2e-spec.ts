@@ -123,6 +123,28 @@ describe('secret probe: typeorm backend', () => {
     expectEveryCallFailed(result, /code: 'ECONNREFUSED'/, refused);
   }, 90_000);
 
+  it('a mysql2 pool passed as client (type sql) with a wrong MariaDB password: every call fails with the cause, nothing written', async () => {
+    const o = wrongPassword();
+    const result = await runSecretProbe(
+      {
+        type: 'sql',
+        client: {
+          host: o.host,
+          port: o.port,
+          user: o.username,
+          password: SENTINEL,
+          database: o.database,
+          connectionLimit: 3,
+        },
+        strategy: 'advisory',
+      },
+      { setup: 'test/secrets/mysql2-pool-setup.ts' },
+    );
+    expect(leaks(result.output)).toEqual([]);
+    expect(result.codes.bootstrap).toBeUndefined();
+    expectEveryCallFailed(result, ACCESS_DENIED, ACCESS_DENIED_REASON);
+  }, 90_000);
+
   it('a working pg Pool (type sql) whose options carry a password: every call answers, nothing written', async () => {
     const tableName = uniqueTableName('secret');
     tables.push(tableName);

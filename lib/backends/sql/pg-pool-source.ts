@@ -1,4 +1,5 @@
-import type { SqlDataSource, SqlResult, SqlRunner } from './typeorm-types';
+import { PooledRunner } from './pooled-runner';
+import type { SqlDataSource, SqlResult } from './typeorm-types';
 
 /*
  * A `pg` Pool seen through the backend's SQL port (the DataSource / QueryRunner shape that
@@ -68,42 +69,10 @@ export function pgPoolSource(pool: PgPool): SqlDataSource {
 /** `pg`'s default pool size. */
 const PG_DEFAULT_MAX = 10;
 
-/** One pooled client while connected (connected by its first statement if not before). */
-class PgPoolRunner implements SqlRunner {
-  private client?: PgPoolClient;
-  private connecting?: Promise<PgPoolClient>;
-  isReleased = false;
-
-  constructor(private readonly pool: PgPool) {}
-
-  get databaseConnection(): unknown {
-    return this.client;
-  }
-
-  async connect(): Promise<PgPoolClient> {
-    if (this.client) return this.client;
-    this.connecting ??= this.pool.connect().then((client) => (this.client = client));
-    return this.connecting;
-  }
-
-  async release(): Promise<void> {
-    if (this.isReleased) return;
-    this.isReleased = true;
-    const client = this.client ?? (await this.connecting?.catch(() => undefined));
-    // A client whose connection was closed (discarded by the backend) is dropped, not reused.
-    const ended = (client as { _ending?: boolean } | undefined)?._ending === true;
-    client?.release(ended || undefined);
-  }
-
-  async query(sql: string, parameters: unknown[] | undefined): Promise<SqlResult> {
-    const client = await this.connect();
-    const raw = await client.query(sql, parameters);
-    return {
-      records: raw.rows ?? [],
-      ...(typeof raw.rowCount === 'number' ? { affected: raw.rowCount } : {}),
-      raw:
-        raw.command === 'DELETE' || raw.command === 'UPDATE' ? [raw.rows, raw.rowCount] : raw.rows,
-    };
+/** One pooled client while connected. */
+class PgPoolRunner extends PooledRunner<PgPoolClient> {
+  constructor(private readonly pool: PgPool) {
+    super();
   }
 
   async startTransaction(isolationLevel?: 'READ COMMITTED'): Promise<void> {
@@ -113,11 +82,26 @@ class PgPoolRunner implements SqlRunner {
     );
   }
 
-  async commitTransaction(): Promise<void> {
-    await this.query('COMMIT', []);
+  protected checkOut(): Promise<PgPoolClient> {
+    return this.pool.connect();
   }
 
-  async rollbackTransaction(): Promise<void> {
-    await this.query('ROLLBACK', []);
+  protected async send(
+    client: PgPoolClient,
+    sql: string,
+    parameters: unknown[] | undefined,
+  ): Promise<SqlResult> {
+    const raw = await client.query(sql, parameters);
+    return {
+      records: raw.rows ?? [],
+      ...(typeof raw.rowCount === 'number' ? { affected: raw.rowCount } : {}),
+      raw:
+        raw.command === 'DELETE' || raw.command === 'UPDATE' ? [raw.rows, raw.rowCount] : raw.rows,
+    };
+  }
+
+  protected giveBack(client: PgPoolClient): void {
+    // A client whose connection was closed (discarded by the backend) is dropped, not reused.
+    client.release((client as { _ending?: boolean })._ending === true || undefined);
   }
 }

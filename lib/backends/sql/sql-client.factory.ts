@@ -1,12 +1,14 @@
 import { LockConfigError } from '../../errors/lock.errors';
 import type { BackendFactory } from '../../core/contract/backend-factory';
 import type { SqlBackendConfig, TypeormBackendConfig } from '../backend-config';
+import { mysql2PoolOf, mysql2PoolSource } from './mysql2-pool-source';
 import { isPgPool, pgPoolSource } from './pg-pool-source';
 import { sqlBackendFactory } from './sql.factory';
 
 /**
  * `type: 'sql'`: the SQL backend on the client the app passes. A TypeORM DataSource is handed
- * on as it is; a `pg` Pool through its adapter to the backend's SQL port (pg-pool-source.ts).
+ * on as it is; a `pg` Pool or a `mysql2` pool through its adapter to the backend's SQL port
+ * (pg-pool-source.ts, mysql2-pool-source.ts).
  * Everything else (strategies, table, fences, waiting) is the one SQL backend's.
  */
 export const sqlClientBackendFactory: BackendFactory<SqlBackendConfig> = {
@@ -38,11 +40,16 @@ function asTypeorm(
 /** The DataSource a client is seen through; a client of no known kind is refused. */
 function dataSourceOf(client: unknown, field: string): object {
   if (isPgPool(client)) return pgPoolSource(client);
+  const mysql2 = mysql2PoolOf(client);
+  if (mysql2) return mysql2PoolSource(mysql2);
   const ds = client as { createQueryRunner?: unknown; options?: { type?: unknown } } | null;
   if (typeof ds?.createQueryRunner === 'function' && typeof ds.options?.type === 'string') {
     return ds;
   }
-  throw new LockConfigError(`${field}.client`, 'must be a pg Pool or a TypeORM DataSource');
+  throw new LockConfigError(
+    `${field}.client`,
+    'must be a pg Pool, a mysql2 pool (callback or promise API) or a TypeORM DataSource',
+  );
 }
 
 /** Runs `fn`, reporting what the typeorm backend says of its `dataSource` as of `client`. */

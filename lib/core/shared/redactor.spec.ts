@@ -1,3 +1,5 @@
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from '@jest/globals';
 import { Redactor, RedactedError, secretsIn } from './redactor';
@@ -22,6 +24,33 @@ describe('Redactor', () => {
       })(),
     },
   };
+
+  it('finds the password of a pg Pool (kept off its enumerable options) and of mysql2 pools', async () => {
+    // Real driver objects (dev dependencies), made but never connected.
+    const load = createRequire(join(process.cwd(), 'package.json'));
+    const { Pool } = load('pg') as { Pool: new (o: object) => { end(): Promise<void> } };
+    const mysql2 = load('mysql2') as {
+      createPool(o: object): { end(): void; promise(): { end(): Promise<void> } };
+    };
+    const pg = new Pool({ host: '127.0.0.1', password: `${SENTINEL}-pgpool` });
+    const callback = mysql2.createPool({ host: '127.0.0.1', password: `${SENTINEL}-mysql2` });
+    const promise = mysql2
+      .createPool({ host: '127.0.0.1', password: `${SENTINEL}-promise` })
+      .promise();
+    try {
+      const secrets = secretsIn({
+        a: { client: pg },
+        b: { client: callback },
+        c: { client: promise },
+      });
+      for (const suffix of ['pgpool', 'mysql2', 'promise'])
+        expect(secrets).toContain(`${SENTINEL}-${suffix}`);
+    } finally {
+      await pg.end();
+      callback.end();
+      await promise.end();
+    }
+  });
 
   it('finds secret-named values, URL passwords, digest passwords and client options', () => {
     const secrets = secretsIn(config);

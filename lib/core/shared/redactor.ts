@@ -126,6 +126,9 @@ export class RedactedError extends Error {
   }
 }
 
+/** Where a client object passed in keeps what it connects with (see `secretsIn`). */
+const CLIENT_SECRET_PLACES = ['options', 'config', 'connectionConfig', 'pool', 'password'] as const;
+
 /** Every secret string in a configuration: values of secret-named options, URL passwords. */
 export function secretsIn(config: unknown): string[] {
   const found: string[] = [];
@@ -148,15 +151,16 @@ export function secretsIn(config: unknown): string[] {
     }
     const proto = Object.getPrototypeOf(value) as unknown;
     if (proto === Object.prototype || proto === null) {
-      for (const [k, v] of Object.entries(value)) visit(v, k, depth + 1);
+      // Own names, not entries: a property kept off the enumerable ones (as `pg` keeps a
+      // Pool's `options.password`) is read too.
+      const record = value as Record<string, unknown>;
+      for (const k of Object.getOwnPropertyNames(record)) visit(record[k], k, depth + 1);
     } else {
-      // A client or DataSource the user passed in: its secrets sit in its `options` (a `pg`
-      // Pool keeps `password` there as a property that is not enumerable).
-      const options = (value as { options?: unknown }).options;
-      visit(options, 'options', depth + 1);
-      if (typeof options === 'object' && options !== null) {
-        visit((options as { password?: unknown }).password, 'password', depth + 1);
-      }
+      // A client or DataSource the user passed in: its secrets sit in its `options` (TypeORM,
+      // `pg`), or its `config` and that config's `connectionConfig` (a `mysql2` pool), or the
+      // pool it wraps (a `mysql2` promise pool).
+      const holder = value as Record<string, unknown>;
+      for (const part of CLIENT_SECRET_PLACES) visit(holder[part], part, depth + 1);
     }
   };
   visit(config, '', 0);
