@@ -232,7 +232,8 @@ export interface TypeormBackendConfig {
 
 /**
  * SQL databases on the driver pool the app already runs, with no ORM: a `pg` Pool (PostgreSQL), a
- * `mysql2` pool of either API (MariaDB, MySQL), or a TypeORM DataSource (then the same backend as `type: 'typeorm'`). The module never closes
+ * `mysql2` pool of either API (MariaDB, MySQL), a `better-sqlite3` Database (SQLite, `table`
+ * strategy), or a TypeORM DataSource (then the same backend as `type: 'typeorm'`). The module never closes
  * the client. Every option but the DataSource ones is as for `type: 'typeorm'`.
  */
 export interface SqlBackendConfig extends Omit<
@@ -241,6 +242,9 @@ export interface SqlBackendConfig extends Omit<
 > {
   /** Discriminator. */
   type: 'sql';
-  /** A `pg` Pool, a `mysql2` pool (callback or promise API), or a TypeORM DataSource. */
+  /**
+   * A `pg` Pool, a `mysql2` pool (callback or promise API), a `better-sqlite3` Database, or a
+   * TypeORM DataSource.
+   */
   client: object;
 }

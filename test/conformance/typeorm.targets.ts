@@ -1,8 +1,11 @@
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import {
   dataSourceOptions,
   dropTable,
   newMysql2Pool,
   newPgPool,
+  tempSqliteFile,
   uniqueTableName,
   type DbKind,
 } from '../../servers/databases';
@@ -124,6 +127,37 @@ export function mysql2PoolTarget(
         teardown: async () => {
           await dropTable('mariadb', tableName);
           await pool.end();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * The table strategy on SQLite through `type: 'sql'` and a bare `better-sqlite3` Database on a
+ * file of its own (the app's: closed by the teardown, never by the module).
+ */
+export function betterSqlite3Target(): ConformanceTarget {
+  const typeorm = typeormTarget('sqlite', 'table');
+  return {
+    ...typeorm,
+    name: 'sql (better-sqlite3 Database) table on sqlite',
+    setup: async () => {
+      const temp = tempSqliteFile();
+      const Database = createRequire(join(process.cwd(), 'package.json'))('better-sqlite3') as new (
+        file: string,
+      ) => { close(): void };
+      const database = new Database(temp.file);
+      return {
+        config: {
+          type: 'sql',
+          client: database,
+          tableName: uniqueTableName('conf'),
+          createTable: true,
+        },
+        teardown: async () => {
+          database.close();
+          temp.cleanup();
         },
       };
     },

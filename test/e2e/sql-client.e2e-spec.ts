@@ -1,10 +1,13 @@
 /**
- * `type: 'sql'` with the client an app already runs: a bare `pg` Pool or `mysql2` pool (the whole
- * battery runs in test/conformance/sql-pg.spec.ts and sql-mysql2.spec.ts) or a TypeORM DataSource (the same backend as `typeorm`).
+ * `type: 'sql'` with the client an app already runs: a bare `pg` Pool, `mysql2` pool or
+ * `better-sqlite3` Database (the whole battery runs on each in test/conformance/sql-*.spec.ts),
+ * or a TypeORM DataSource (the same backend as `typeorm`).
  * Misconfiguration is refused before any I/O, naming `client`; the module never ends the
  * app's pool.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { LockConfigError } from '../../lib/errors/lock.errors';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
@@ -13,6 +16,7 @@ import {
   dropTable,
   newMysql2Pool,
   newPgPool,
+  tempSqliteFile,
   uniqueTableName,
 } from '../../servers/databases';
 import { createLockApp } from '../support/lock-app';
@@ -65,6 +69,30 @@ describe("type: 'sql' on the app's own client", () => {
     } finally {
       await dropTable('mariadb', tables.pop()!).catch(() => undefined);
       await mysql.end();
+    }
+  });
+
+  it('locks on a better-sqlite3 Database and leaves it open when the app closes', async () => {
+    const temp = tempSqliteFile();
+    const Database = createRequire(join(process.cwd(), 'package.json'))('better-sqlite3') as new (
+      file: string,
+    ) => { close(): void; prepare(sql: string): { get(): unknown }; readonly open: boolean };
+    const database = new Database(temp.file);
+    try {
+      const t = await createLockApp(sqlOptions(database));
+      const first = await t.locks.acquire('order:4');
+      expect(await t.locks.tryAcquire('order:4')).toBeNull();
+      await first.release();
+      const second = await t.locks.acquire('order:4');
+      expect(second.fence).toBeGreaterThan(first.fence!);
+      await second.release();
+      await t.close();
+      expect(database.open).toBe(true);
+      expect(database.prepare('SELECT 1 AS one').get()).toEqual({ one: 1 });
+    } finally {
+      tables.pop();
+      database.close();
+      temp.cleanup();
     }
   });
 

@@ -1,14 +1,15 @@
 import { LockConfigError } from '../../errors/lock.errors';
 import type { BackendFactory } from '../../core/contract/backend-factory';
 import type { SqlBackendConfig, TypeormBackendConfig } from '../backend-config';
+import { betterSqlite3Source, isBetterSqlite3 } from './better-sqlite3-source';
 import { mysql2PoolOf, mysql2PoolSource } from './mysql2-pool-source';
 import { isPgPool, pgPoolSource } from './pg-pool-source';
 import { sqlBackendFactory } from './sql.factory';
 
 /**
  * `type: 'sql'`: the SQL backend on the client the app passes. A TypeORM DataSource is handed
- * on as it is; a `pg` Pool or a `mysql2` pool through its adapter to the backend's SQL port
- * (pg-pool-source.ts, mysql2-pool-source.ts).
+ * on as it is; a `pg` Pool, a `mysql2` pool or a `better-sqlite3` Database through its adapter
+ * to the backend's SQL port (pg-pool-source.ts, mysql2-pool-source.ts, better-sqlite3-source.ts).
  * Everything else (strategies, table, fences, waiting) is the one SQL backend's.
  */
 export const sqlClientBackendFactory: BackendFactory<SqlBackendConfig> = {
@@ -42,13 +43,14 @@ function dataSourceOf(client: unknown, field: string): object {
   if (isPgPool(client)) return pgPoolSource(client);
   const mysql2 = mysql2PoolOf(client);
   if (mysql2) return mysql2PoolSource(mysql2);
+  if (isBetterSqlite3(client)) return betterSqlite3Source(client);
   const ds = client as { createQueryRunner?: unknown; options?: { type?: unknown } } | null;
   if (typeof ds?.createQueryRunner === 'function' && typeof ds.options?.type === 'string') {
     return ds;
   }
   throw new LockConfigError(
     `${field}.client`,
-    'must be a pg Pool, a mysql2 pool (callback or promise API) or a TypeORM DataSource',
+    'must be a pg Pool, a mysql2 pool (callback or promise API), a better-sqlite3 Database or a TypeORM DataSource',
   );
 }
 
