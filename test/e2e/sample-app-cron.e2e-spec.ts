@@ -25,8 +25,12 @@ const EVERY_SECOND = '* * * * * *';
 /** The report leadership's lease: how long a crashed leader's ticks can go unrun. */
 const LEADER_TTL_MS = 2_000;
 const PROBE_EVERY_MS = 250;
-/** When, into the shared window, its leader is crashed. */
-const CRASH_AFTER_MS = 3_500;
+/**
+ * When, into the shared window, its leader is crashed: late enough that two whole ticks of the
+ * window (the first one skipped as a margin) fall a tick before the crash, whatever the phase of
+ * the window against the second (with 3.5 s, a window opening early in its second had only one).
+ */
+const CRASH_AFTER_MS = 4_500;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -168,7 +172,8 @@ let redis: RedisNode;
 /** The two observations, started together in beforeAll (app startup dominates the run time). */
 let shared: Promise<Observed>;
 let control: Promise<Observed>;
-const SHARED_WINDOW_MS = 10_000;
+/** Long enough for two whole ticks after the takeover (crash + lease + a tick), and a margin. */
+const SHARED_WINDOW_MS = 13_000;
 const CONTROL_WINDOW_MS = 4_000;
 
 beforeAll(async () => {

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { Leader } from '../../lib/leader/leader.decorator';
 import { LeaderOnly } from '../../lib/leader/leader-only.decorator';
+import { LeaderService } from '../../lib/leader/leader.service';
 import type {
   Leadership,
   OnLeadershipGranted,
@@ -84,9 +85,10 @@ describe('@LeaderOnly and @Leader on two instances', () => {
     const b = await instance('b', prefix);
     const reportsA = a.app.get(Reports);
     const reportsB = b.app.get(Reports);
-    // Both campaign from bootstrap; whoever came first leads.
-    await until(() => a.app.get(BillingWorker).current !== undefined, 2_000);
-    await sleep(200);
+    // Both campaign from bootstrap; whoever reached the store first leads (either instance).
+    const leads = (t: LockTestApp): boolean =>
+      t.app.get(LeaderService).status('reports').role === 'leader';
+    await until(() => leads(a) || leads(b), 2_000);
     const results: unknown[] = [];
     for (let tick = 0; tick < 10; tick++) {
       results.push(await reportsA.build(), await reportsB.build());
