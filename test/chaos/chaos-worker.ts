@@ -26,7 +26,7 @@ import type { Lock } from '../../lib/lock.interfaces';
 import type { LockModuleOptions } from '../../lib/lock.module-options';
 import { HistoryRecorder } from '../support/history';
 import { FencedResourceClient } from './fenced-resource';
-import { readWitness, writeWitness } from '../support/witness-file';
+import { HoldWatch, watchedSection } from './watched-section';
 
 /** What the runner passes, as one JSON argument. */
 export interface ChaosWorkerArgs {
@@ -61,7 +61,6 @@ export interface ChaosWorkerStats {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const hr = () => process.hrtime.bigint();
 
 async function main(args: ChaosWorkerArgs): Promise<void> {
   const recorder = new HistoryRecorder(args.historyFile, args.worker);
@@ -89,47 +88,21 @@ async function main(args: ChaosWorkerArgs): Promise<void> {
     async run(key: string): Promise<void> {
       const lock = this.locks.current()!;
       const { token } = lock;
-      recorder.acq(key, token, lock.fence);
-      let lastHeld = hr();
-      let ended = false;
-      const lost = (reason: string): void => {
-        if (ended) return;
-        ended = true;
-        recorder.lost(key, token, reason, lastHeld);
-      };
-      lock.signal.addEventListener('abort', () => lost(String(lock.signal.reason)));
-      /** One look at `isHeld()`: moves the hold's end forward, or ends it. */
-      const observe = (): boolean => {
-        if (ended) return false;
-        if (lock.isHeld()) {
-          lastHeld = hr();
-          return true;
-        }
-        lost('isHeld() turned false');
-        return false;
-      };
-
-      stats.sections++;
-      if (!observe()) return;
-      await fencedWrite(lock);
-      const read = readWitness(args.witnessFile);
+      const held = Object.assign(() => lock.isHeld(), { what: 'isHeld()' });
+      const watch = new HoldWatch(recorder, key, token, lock.fence, lock.signal, held);
       const strike = strikePending;
       strikePending = false;
       const work = strike ? args.strikeHoldMs! : Math.random() * args.holdMs;
-      if (strike) process.stdout.write(`holding ${lock.fence}\n`);
-      const until = performance.now() + work;
-      while (performance.now() < until && observe()) {
-        await sleep(Math.min(10, Math.max(0, until - performance.now())));
-      }
-      // Written without looking: a holder that lost its lock unnoticed writes late.
-      await fencedWrite(lock);
-      // The witness is not fenced: it is written only after a synchronous look at isHeld().
-      if (!observe()) return;
-      writeWitness(args.witnessFile, read + 1);
-      recorder.witness(key, token, read, read + 1);
-      stats.witnessWrites++;
-      ended = true;
-      recorder.rel(key, token);
+      const ctx = {
+        recorder,
+        witnessFile: args.witnessFile,
+        stats,
+        fencedWrite: () => fencedWrite(lock),
+      };
+      const announce = strike
+        ? () => void process.stdout.write(`holding ${lock.fence}\n`)
+        : undefined;
+      if (await watchedSection(watch, key, token, work, ctx, announce)) watch.release();
     }
   }
 

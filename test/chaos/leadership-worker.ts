@@ -24,12 +24,11 @@ import { Leader } from '../../lib/leader/leader.decorator';
 import type { Leadership, OnLeadershipGranted } from '../../lib/leader/leader.interfaces';
 import { LockModule } from '../../lib/lock.module';
 import { HistoryRecorder } from '../support/history';
-import { readWitness, writeWitness } from '../support/witness-file';
 import type { ChaosWorkerArgs, ChaosWorkerStats } from './chaos-worker';
 import { FencedResourceClient } from './fenced-resource';
+import { HoldWatch, watchedSection } from './watched-section';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const hr = () => process.hrtime.bigint();
 
 async function main(args: ChaosWorkerArgs): Promise<void> {
   const recorder = new HistoryRecorder(args.historyFile, args.worker);
@@ -51,57 +50,28 @@ async function main(args: ChaosWorkerArgs): Promise<void> {
     const { key } = args;
     const term = leadership.term;
     const token = `${args.worker}:${term}`;
-    recorder.acq(key, token, term);
-    let lastHeld = hr();
-    let ended = false;
-    const lost = (reason: string): void => {
-      if (ended) return;
-      ended = true;
-      recorder.lost(key, token, reason, lastHeld);
+    const held = Object.assign(() => leadership.isLeader(), { what: 'isLeader()' });
+    const watch = new HoldWatch(recorder, key, token, term, leadership.signal, held);
+    const ctx = {
+      recorder,
+      witnessFile: args.witnessFile,
+      stats,
+      fencedWrite: async (): Promise<void> => {
+        if (await resource.write(args.worker, key, token, term)) stats.fencedAccepted++;
+        else stats.fencedRejected++;
+      },
     };
-    leadership.signal.addEventListener('abort', () => lost(String(leadership.signal.reason)));
-    /** One look at `isLeader()`: moves the hold's end forward, or ends it. */
-    const observe = (): boolean => {
-      if (ended) return false;
-      if (leadership.isLeader()) {
-        lastHeld = hr();
-        return true;
-      }
-      lost('isLeader() turned false');
-      return false;
-    };
-    const fencedWrite = async (): Promise<void> => {
-      if (await resource.write(args.worker, key, token, term)) stats.fencedAccepted++;
-      else stats.fencedRejected++;
-    };
-
-    while (!stopping() && observe()) {
-      stats.sections++;
-      await fencedWrite();
-      const read = readWitness(args.witnessFile);
+    while (!stopping()) {
       const strike = strikePending;
       strikePending = false;
       const work = strike ? args.strikeHoldMs! : Math.random() * args.holdMs;
-      if (strike) process.stdout.write(`holding ${term}\n`);
-      const until = performance.now() + work;
-      while (performance.now() < until && observe()) {
-        await sleep(Math.min(10, Math.max(0, until - performance.now())));
-      }
-      // Written without looking: a leader that lost its lease unnoticed writes late.
-      await fencedWrite();
-      // The witness is not fenced: it is written only after a synchronous look at isLeader().
-      if (!observe()) return;
-      writeWitness(args.witnessFile, read + 1);
-      recorder.witness(key, token, read, read + 1);
-      stats.witnessWrites++;
+      const announce = strike ? () => void process.stdout.write(`holding ${term}\n`) : undefined;
+      if (!(await watchedSection(watch, key, token, work, ctx, announce))) return;
       // A job's interval between ticks.
       await sleep(Math.random() * 10);
     }
     // Told to stop while leading: the hold ends here; the application's close resigns.
-    if (!ended) {
-      ended = true;
-      recorder.rel(key, token);
-    }
+    watch.release();
   };
 
   @Leader(args.key, { ttl: args.ttl })
